@@ -1,0 +1,8 @@
+"""geomopt: JAX reference implementations of three 2026 papers.
+
+Subpackages: :mod:`geomopt.optim` (SignSGD, Signum, Muon), :mod:`geomopt.problems`
+(synthetic sparse/dense-noise problems), plus shared primitives :mod:`geomopt.runs`,
+:mod:`geomopt.plotting` and :mod:`geomopt.nn`.
+"""
+
+__version__ = "0.1.0"
