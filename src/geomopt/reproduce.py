@@ -57,8 +57,8 @@ class Outcome:
 def discover(experiments_dir: str | Path) -> list[Experiment]:
     """Import ``<experiments_dir>/*/registry.py`` and collect their ``EXPERIMENTS`` lists."""
     found: list[Experiment] = []
-    for reg in sorted(Path(experiments_dir).glob("*/registry.py")):
-        mod_name = f"_geomopt_registry_{reg.parent.name}"
+    for reg in sorted(Path(experiments_dir).glob("*/registry*.py")):
+        mod_name = f"_geomopt_registry_{reg.parent.name}_{reg.stem}"
         spec = importlib.util.spec_from_file_location(mod_name, reg)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import experiment registry {reg}")
