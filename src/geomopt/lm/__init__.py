@@ -1,0 +1,31 @@
+"""GPT-2 pretraining in JAX: a Flax NNX model, token shards, and a sharded training loop.
+
+Public API (re-exported from private modules):
+
+- model: :class:`GPT2Config`, :data:`presets`, :class:`GPT2`, :func:`count_params`,
+  :func:`abstract_param_count`, :func:`flops_per_token`, :func:`param_label`;
+- data: :func:`write_shard`, :func:`read_shard`, :func:`read_legacy_bin`, :func:`open_tokens`,
+  :class:`TokenData`, :class:`ByteTokenizer`, :func:`build_offline_corpus`, :class:`BatchLoader`,
+  :class:`ShardError`.
+"""
+
+from geomopt.lm._data import SHARD_MAGIC as SHARD_MAGIC
+from geomopt.lm._data import SHARD_VERSION as SHARD_VERSION
+from geomopt.lm._data import BatchLoader as BatchLoader
+from geomopt.lm._data import ByteTokenizer as ByteTokenizer
+from geomopt.lm._data import ShardError as ShardError
+from geomopt.lm._data import TokenData as TokenData
+from geomopt.lm._data import build_offline_corpus as build_offline_corpus
+from geomopt.lm._data import offline_corpus_files as offline_corpus_files
+from geomopt.lm._data import open_tokens as open_tokens
+from geomopt.lm._data import read_legacy_bin as read_legacy_bin
+from geomopt.lm._data import read_shard as read_shard
+from geomopt.lm._data import write_shard as write_shard
+from geomopt.lm._model import GPT2 as GPT2
+from geomopt.lm._model import GPT2Config as GPT2Config
+from geomopt.lm._model import abstract_param_count as abstract_param_count
+from geomopt.lm._model import count_params as count_params
+from geomopt.lm._model import flops_per_token as flops_per_token
+from geomopt.lm._model import param_label as param_label
+from geomopt.lm._model import param_labels as param_labels
+from geomopt.lm._model import presets as presets
