@@ -1,8 +1,10 @@
-"""Sign-based optimisers as optax GradientTransformations: SignSGD, Signum, Muon.
-
-(Initial version: ``sign_sgd``, ``signum`` and ``orthogonalize``; being extended.)
-"""
+"""Sign-based optimisers as optax GradientTransformations: SignSGD, Signum, Muon, and the
+momentum SGD baseline of the paper, with the schedules of its GPT-2 recipe."""
 
 from geomopt.optim._orthogonalize import orthogonalize as orthogonalize
+from geomopt.optim._schedules import cosine_schedule as cosine_schedule
+from geomopt.optim._schedules import one_cycle_schedule as one_cycle_schedule
+from geomopt.optim._schedules import wsd_schedule as wsd_schedule
+from geomopt.optim._sign import sgd as sgd
 from geomopt.optim._sign import sign_sgd as sign_sgd
 from geomopt.optim._sign import signum as signum
