@@ -6,7 +6,10 @@ Public API (re-exported from private modules):
   :func:`abstract_param_count`, :func:`flops_per_token`, :func:`param_label`;
 - data: :func:`write_shard`, :func:`read_shard`, :func:`read_legacy_bin`, :func:`open_tokens`,
   :class:`TokenData`, :class:`ByteTokenizer`, :func:`build_offline_corpus`, :class:`BatchLoader`,
-  :class:`ShardError`.
+  :class:`ShardError`;
+- training: :class:`TrainConfig`, :class:`OptimConfig`, :class:`DataConfig`, :func:`train`,
+  :func:`build_optimizer`, :func:`make_mesh`, :class:`NonFiniteLossError`;
+- noise density: :func:`welford_variance`, :func:`noise_density`.
 """
 
 from geomopt.lm._data import SHARD_MAGIC as SHARD_MAGIC
@@ -29,3 +32,15 @@ from geomopt.lm._model import flops_per_token as flops_per_token
 from geomopt.lm._model import param_label as param_label
 from geomopt.lm._model import param_labels as param_labels
 from geomopt.lm._model import presets as presets
+from geomopt.lm._noise import noise_density as noise_density
+from geomopt.lm._noise import noise_group as noise_group
+from geomopt.lm._noise import welford_variance as welford_variance
+from geomopt.lm._train import DataConfig as DataConfig
+from geomopt.lm._train import NonFiniteLossError as NonFiniteLossError
+from geomopt.lm._train import OptimConfig as OptimConfig
+from geomopt.lm._train import TrainConfig as TrainConfig
+from geomopt.lm._train import build_optimizer as build_optimizer
+from geomopt.lm._train import lr_schedule as lr_schedule
+from geomopt.lm._train import make_mesh as make_mesh
+from geomopt.lm._train import peak_flops_per_device as peak_flops_per_device
+from geomopt.lm._train import train as train

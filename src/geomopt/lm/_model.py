@@ -84,6 +84,11 @@ presets: dict[str, GPT2Config] = {
 ``cpu-demo``/``demo-quick``: byte-level models for the offline corpus; ``tiny``: tests."""
 
 
+def _expand(v, ndim: int):
+    """A feature vector reshaped to broadcast against an ``ndim``-D activation explicitly."""
+    return v.reshape((1,) * (ndim - 1) + v.shape)
+
+
 class Linear(nnx.Module):
     """``y = x W (+ b)`` with ``W`` stored in float32 and cast to the compute dtype."""
 
@@ -95,7 +100,7 @@ class Linear(nnx.Module):
     def __call__(self, x):
         y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
         if self.bias is not None:
-            y = y + self.bias[...].astype(self.dtype)
+            y = y + _expand(self.bias[...].astype(self.dtype), y.ndim)
         return y
 
 
@@ -111,9 +116,9 @@ class LayerNorm(nnx.Module):
         x32 = x.astype(jnp.float32)
         mean = jnp.mean(x32, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + 1e-5) * self.scale[...]
+        y = (x32 - mean) * jax.lax.rsqrt(var + 1e-5) * _expand(self.scale[...], x.ndim)
         if self.bias is not None:
-            y = y + self.bias[...]
+            y = y + _expand(self.bias[...], x.ndim)
         return y.astype(self.dtype)
 
 
