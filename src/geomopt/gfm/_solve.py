@@ -172,7 +172,7 @@ def _lm(path0, local, window, tol, gtol, max_iters):
     def body(state):
         path, w, (dg, u1, u2, g), mu, nu, it, _, first = state
         eye = jnp.eye(d, dtype=dtype)
-        delta = solve_block_pentadiagonal(dg + mu * eye, u1, u2, -g)  # zero on the first pass
+        delta = solve_block_pentadiagonal(dg + mu * eye[None], u1, u2, -g)  # zero on the first pass
         trial = path.at[1:-1].add(delta)
         w_t, jac_t = _eval(trial, local, window, True)
         ne_t = _normal_equations(w_t, jac_t, k, window)
@@ -220,7 +220,7 @@ def _gauss_newton(path0, local, window, tol, gtol, max_iters):
             delta = solve_block_tridiagonal(jac[0][1:], jac[1], jac[2][:-1], -w)
         else:
             reg = 1e-10 * jnp.max(jnp.diagonal(dg, axis1=1, axis2=2)) * jnp.eye(d, dtype=dtype)
-            delta = solve_block_pentadiagonal(dg + reg, u1, u2, -g)
+            delta = solve_block_pentadiagonal(dg + reg[None], u1, u2, -g)
         return delta, g
 
     one = jnp.ones((), dtype)
