@@ -9,6 +9,8 @@ Public API:
   :class:`TorusMetric`, :class:`HalfPlane`, :class:`SphereCoordinates`.
 - residuals: :func:`local_residual`, :func:`path_residuals`, :func:`residual_norm`.
 - banded solvers: :func:`solve_block_tridiagonal`, :func:`solve_block_pentadiagonal`.
+- :func:`path_metrics` (manifold error, prior length, EL residual, log-density),
+  :class:`ScoreAt` / :class:`LogDensityAt` (bind sigma to a denoiser or analytic potential).
 - :mod:`geomopt.gfm.baselines` — interpolation and density-aware metric baselines.
 """
 
@@ -24,6 +26,11 @@ from ._banded import (
 from ._banded import (
     solve_block_tridiagonal as solve_block_tridiagonal,
 )
+from ._evaluate import LogDensityAt as LogDensityAt
+from ._evaluate import ScoreAt as ScoreAt
+from ._evaluate import compiled_memory_bytes as compiled_memory_bytes
+from ._evaluate import path_metrics as path_metrics
+from ._evaluate import prior_length as prior_length
 from ._gfm import default_tol as default_tol
 from ._gfm import solve as solve
 from ._gfm import straight_line as straight_line

@@ -1,0 +1,74 @@
+"""Baselines: interpolation, fitted metrics, and energy minimisation with known answers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from geomopt import gfm
+from geomopt.gfm import baselines as bl
+
+
+@pytest.fixture(autouse=True)
+def x64():
+    with jax.enable_x64(True):
+        yield
+
+
+def unit_circle_data(n=400, noise=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, 2 * np.pi, n)
+    return np.stack([np.cos(t), np.sin(t)], 1) + noise * rng.normal(size=(n, 2))
+
+
+def test_spherical_interpolation_is_a_constant_speed_great_circle():
+    a, b = jnp.array([2.0, 0.0, 0.0]), jnp.array([0.0, 0.0, 2.0])
+    path = bl.spherical(a, b, 9)
+    np.testing.assert_allclose(jnp.linalg.norm(path, axis=1), 2.0, rtol=1e-12)
+    np.testing.assert_allclose(path[4], [np.sqrt(2), 0.0, np.sqrt(2)], rtol=1e-12)
+    np.testing.assert_allclose(bl.linear(a, b, 3)[1], [1.0, 0.0, 1.0])
+
+
+def test_fitted_metrics():
+    data = unit_circle_data()
+    rbf = bl.fit_rbf(data, n_centers=16)
+    h = jax.vmap(rbf.h)(jnp.asarray(data))
+    assert abs(float(jnp.median(h)) - 1.0) < 0.1  # fitted so that h ~ 1 on the data
+    assert float(rbf.h(jnp.zeros(2))) < 0.3  # and small off the data (the circle's centre)
+    land = bl.fit_land(data)
+    d = np.sqrt(((data[:, None] - data[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(float(land.gamma), np.median(d[np.triu_indices(len(data), 1)]) / 3)
+    g_on, g_off = land.diagonal(jnp.array([1.0, 0.0])), land.diagonal(jnp.array([0.0, 0.0]))
+    assert float(g_on[0]) > float(g_off[0])  # moving across the data costs more than in the hole
+
+
+def test_stein_energy_without_score_gives_the_straight_line():
+    x0, x1 = jnp.array([0.0, 0.0]), jnp.array([1.0, 2.0])
+    line = bl.linear(x0, x1, 10)
+    bump = jnp.sin(jnp.linspace(0, np.pi, 10))[:, None] * jnp.array([[0.4, -0.3]])
+    energy = bl.SteinEnergy(lambda x: jnp.zeros_like(x))
+    path, rep = bl.minimise_energy(energy, x0, x1, n_points=10, init=line + bump)
+    assert rep.converged, rep.reason
+    np.testing.assert_allclose(path, line, atol=1e-6)
+    # The discrete energy of a straight line: K-1 segments of |x1-x0|^2/(K-1)^2 over dt.
+    np.testing.assert_allclose(bl.path_energy(energy, line), 5.0, rtol=1e-12)
+
+
+def test_density_conformal_energy_pulls_the_path_to_the_data():
+    sigma = 0.2
+
+    def log_p(x):  # smoothed unit circle up to a constant (radial Gaussian shell)
+        return -((jnp.sqrt(x @ x) - 1.0) ** 2) / (2 * sigma**2)
+
+    x0, x1 = jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0])
+    energy = bl.DensityConformalEnergy(log_p)
+    path, rep = bl.minimise_energy(energy, x0, x1, n_points=16)
+    assert rep.converged, rep.reason
+    line = bl.linear(x0, x1, 16)
+    assert float(bl.path_energy(energy, path)) < float(bl.path_energy(energy, line))
+    off = lambda p: float(jnp.max(jnp.abs(jnp.linalg.norm(p, axis=1) - 1)))  # noqa: E731
+    assert off(path) < 0.5 * off(line)
+    m = gfm.path_metrics(path, log_density=log_p)
+    assert float(m["log_density_min"]) > float(
+        gfm.path_metrics(line, log_density=log_p)["log_density_min"]
+    )
