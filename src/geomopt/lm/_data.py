@@ -239,8 +239,8 @@ def build_offline_corpus(
     """Tokenise the standard-library sources byte-wise into ``train.bin`` and ``val.bin`` shards.
 
     Files are taken in sorted order until ``max_bytes`` of text; every ``val_every``-th file
-    goes to validation. Deterministic for a given Python install. Skips the work when both
-    shards exist and were built with the same settings (recorded in ``corpus.txt``).
+    (at least one) goes to validation. Deterministic for a given Python install. Skips the work
+    when both shards exist and were built with the same settings (recorded in ``corpus.txt``).
     """
     if max_bytes < 1:
         raise ValueError(f"max_bytes={max_bytes}: expected a positive byte budget")
@@ -251,24 +251,26 @@ def build_offline_corpus(
         if stamp_path.read_text() == stamp:
             return train_path, val_path
     tok = ByteTokenizer()
-    train, val, total = [], [], 0
-    for i, f in enumerate(offline_corpus_files()):
+    docs, total = [], 0
+    for f in offline_corpus_files():
         try:
-            text = f.read_text(encoding="utf-8")
+            ids = tok.encode(f.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, OSError):
             continue
-        ids = tok.encode(text)
-        if (ids == tok.eot).any():
+        if ids.size == 0 or (ids == tok.eot).any():
             continue
-        (val if i % val_every == val_every - 1 else train).append(ids)
+        docs.append(ids)
         total += ids.size
         if total >= max_bytes:
             break
+    if len(docs) < 2:
+        raise ValueError(f"offline corpus: {len(docs)} documents, need 2 (max_bytes={max_bytes})")
+    val_idx = set(range(val_every - 1, len(docs), val_every)) or {len(docs) - 1}
+    val = [d for i, d in enumerate(docs) if i in val_idx]
+    train = [d for i, d in enumerate(docs) if i not in val_idx]
     sep = np.array([tok.eot], dtype=np.uint16)
-    for path, docs in ((train_path, train), (val_path, val)):
-        if not docs:
-            raise ValueError(f"offline corpus: no documents for {path} (max_bytes={max_bytes})")
-        write_shard(path, np.concatenate([x for d in docs for x in (d, sep)]))
+    for path, part in ((train_path, train), (val_path, val)):
+        write_shard(path, np.concatenate([x for d in part for x in (d, sep)]))
     atomic_write_bytes(stamp_path, stamp.encode())
     return train_path, val_path
 

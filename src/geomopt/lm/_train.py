@@ -244,11 +244,16 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
         adam_sched = lr_schedule(
             ocfg.schedule, ocfg.adam_lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac
         )
-        muon_part = optim.muon(
-            sched, momentum=ocfg.momentum, nesterov=ocfg.nesterov, weight_decay=wd
+        tx = optim.muon(
+            sched,
+            momentum=ocfg.momentum,
+            nesterov=ocfg.nesterov,
+            weight_decay=wd,
+            adam_learning_rate=adam_sched,
+            adam_b1=ocfg.b1,
+            adam_b2=ocfg.b2,
+            label_fn=_muon_label,
         )
-        adam_part = optax.adamw(adam_sched, b1=ocfg.b1, b2=ocfg.b2, weight_decay=0.0)
-        tx = optax.multi_transform({"muon": muon_part, "adam": adam_part}, _muon_label)
     else:
         raise ValueError(f"optimiser {ocfg.name!r}: expected adamw, sgd, sign_sgd, signum or muon")
     if ocfg.clip > 0:
@@ -296,38 +301,63 @@ def _cross_entropy(graphdef, params, tokens_BxT1, key):
 
 @dataclasses.dataclass(frozen=True)
 class _StepKey:
-    config: GPT2Config
     graphdef: Any
     optim: OptimConfig
     total_steps: int
-    seed: int
     dropout: bool
     mesh: Any
-    fsdp: bool
 
 
 _TRACES = {"train_step": 0}
 
 
+def _loss_only(graphdef, params, tokens, key):
+    return _cross_entropy(graphdef, params, tokens, key)[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _model_fns(config: GPT2Config, graphdef, param_sh_leaves, param_treedef):
+    """Jitted parameter init, validation and noise-density functions (optimiser-independent,
+    so a sweep over optimisers compiles them once)."""
+    param_sh = jax.tree.unflatten(param_treedef, param_sh_leaves)
+
+    def init(key):
+        return nnx.split(GPT2(config, rngs=nnx.Rngs(params=key)), nnx.Param)[1]
+
+    def evaluate(params, batches_ExBxT1):
+        def body(_, tokens):
+            return None, _cross_entropy(graphdef, params, tokens, None)
+
+        _, (losses, accs) = jax.lax.scan(body, None, batches_ExBxT1)
+        return jnp.mean(losses), jnp.mean(accs)
+
+    def noise(params, batches_KxBxT1):
+        def grads_of(tokens, p):
+            return jax.grad(_loss_only, argnums=1)(graphdef, p, tokens, None)
+
+        return welford_variance(grads_of, batches_KxBxT1, params)[1]
+
+    return (
+        jax.jit(init, out_shardings=param_sh),
+        jax.jit(evaluate),
+        jax.jit(noise, out_shardings=param_sh),
+    )
+
+
 @functools.lru_cache(maxsize=16)
-def _compiled(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_treedef):
-    """Jitted train / eval / noise functions, cached so runs that differ only in the learning
-    rate (sweeps) reuse one compilation."""
+def _optim_fns(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_treedef):
+    """Jitted optimiser init and train step, cached so runs that differ only in the learning
+    rate or the seed (sweeps) reuse one compilation: both are traced arguments."""
     graphdef, ocfg = k.graphdef, k.optim
     param_sh = jax.tree.unflatten(param_treedef, param_sh_leaves)
     opt_sh = jax.tree.unflatten(opt_treedef, opt_sh_leaves)
     rep = NamedSharding(k.mesh, P())
-    dropout_base = jax.random.key(k.seed + 1)
+    grad_fn = jax.value_and_grad(functools.partial(_loss_only, graphdef))
 
-    def loss_only(params, tokens, key):
-        return _cross_entropy(graphdef, params, tokens, key)[0]
-
-    grad_fn = jax.value_and_grad(loss_only)
-
-    def train_step(params, opt_state, batch_AxBxT1, step, lr):
+    def train_step(params, opt_state, batch_AxBxT1, step, lr, dropout_key):
         _TRACES["train_step"] += 1
         n_acc = batch_AxBxT1.shape[0]
-        step_key = jax.random.fold_in(dropout_base, step) if k.dropout else None
+        step_key = jax.random.fold_in(dropout_key, step) if k.dropout else None
 
         def micro(carry, xs):
             tokens, i = xs
@@ -351,30 +381,13 @@ def _compiled(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_tr
         }
         return params, opt_state, metrics
 
-    def evaluate(params, batches_ExBxT1):
-        def body(_, tokens):
-            return None, _cross_entropy(graphdef, params, tokens, None)
-
-        _, (losses, accs) = jax.lax.scan(body, None, batches_ExBxT1)
-        return jnp.mean(losses), jnp.mean(accs)
-
-    def noise(params, batches_KxBxT1):
-        def grads_of(tokens, p):
-            return jax.grad(loss_only)(p, tokens, None)
-
-        return welford_variance(grads_of, batches_KxBxT1, params)[1]
-
-    def init(key):
-        params = nnx.split(GPT2(k.config, rngs=nnx.Rngs(params=key)), nnx.Param)[1]
-        return params, build_optimizer(ocfg, k.total_steps).init(params)
-
-    init_jit = jax.jit(init, out_shardings=(param_sh, opt_sh))
+    opt_init = jax.jit(build_optimizer(ocfg, k.total_steps).init, out_shardings=opt_sh)
     step_jit = jax.jit(
         train_step,
         donate_argnums=(0, 1),
         out_shardings=(param_sh, opt_sh, {"loss": rep, "grad_norm": rep, "lr": rep}),
     )
-    return init_jit, step_jit, jax.jit(evaluate), jax.jit(noise, out_shardings=param_sh)
+    return opt_init, step_jit
 
 
 def _global_batch(loader: BatchLoader, steps: list[int], mesh, n_rows: int) -> jax.Array:
@@ -382,8 +395,24 @@ def _global_batch(loader: BatchLoader, steps: list[int], mesh, n_rows: int) -> j
     array sharded over ``data`` on axis 1 (each process supplies its rows)."""
     pid, pcount = jax.process_index(), jax.process_count()
     local = np.stack([loader.local_batch(s, pid, pcount) for s in steps])
+    return _assemble(local, mesh, (len(steps), n_rows, loader.seq_len + 1))
+
+
+def _train_batch(loader: BatchLoader, step: int, grad_accum: int, mesh) -> jax.Array:
+    """The global batch of ``step`` split into ``grad_accum`` micro-batches: the rows, hence
+    the accumulated gradient, do not depend on ``grad_accum`` or the number of processes."""
+    pid, pcount = jax.process_index(), jax.process_count()
+    micro = loader.batch_size // grad_accum
+    per = micro // pcount
+    parts = [
+        loader.rows(step, i * micro + pid * per, i * micro + (pid + 1) * per)
+        for i in range(grad_accum)
+    ]
+    return _assemble(np.stack(parts), mesh, (grad_accum, micro, loader.seq_len + 1))
+
+
+def _assemble(local: np.ndarray, mesh, shape) -> jax.Array:
     sharding = NamedSharding(mesh, P(None, "data", None))
-    shape = (len(steps), n_rows, loader.seq_len + 1)
     return jax.make_array_from_process_local_data(sharding, local, shape)
 
 
@@ -459,7 +488,7 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
     _check(cfg, n_dev)
     train_data, val_data = _data(cfg)
     T = cfg.sequence_length
-    train_loader = BatchLoader(train_data, batch_size=cfg.micro_batch, seq_len=T, seed=cfg.seed)
+    train_loader = BatchLoader(train_data, batch_size=cfg.batch_size, seq_len=T, seed=cfg.seed)
     eval_bs = cfg.eval_batch_size or cfg.micro_batch
     val_loader = BatchLoader(val_data, batch_size=eval_bs, seq_len=T, seed=10_007)
     noise_bs = cfg.noise_batch_size or cfg.micro_batch
@@ -480,14 +509,15 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
     opt_sh = _state_shardings(jax.eval_shape(tx0.init, abstract_params), mesh, cfg.fsdp)
 
     key = _StepKey(
-        cfg.model, graphdef, dataclasses.replace(cfg.optim, lr=0.0), cfg.steps, cfg.seed,
-        cfg.model.dropout > 0, mesh, cfg.fsdp,
-    )  # fmt: skip
+        graphdef, dataclasses.replace(cfg.optim, lr=0.0), cfg.steps, cfg.model.dropout > 0, mesh
+    )
     p_leaves, p_def = jax.tree.flatten(param_sh)
     o_leaves, o_def = jax.tree.flatten(opt_sh)
-    fns = _compiled(key, tuple(p_leaves), p_def, tuple(o_leaves), o_def)
-    init_fn, step_fn, eval_fn, noise_fn = fns
-    params, opt_state = init_fn(jax.random.key(cfg.seed))
+    init_fn, eval_fn, noise_fn = _model_fns(cfg.model, graphdef, tuple(p_leaves), p_def)
+    opt_init, step_fn = _optim_fns(key, tuple(p_leaves), p_def, tuple(o_leaves), o_def)
+    params = init_fn(jax.random.key(cfg.seed))
+    opt_state = opt_init(params)
+    dropout_key = jax.random.key(cfg.seed + 1)
     lr = jnp.float32(cfg.optim.lr)
 
     mngr = _checkpoint_manager(ckpt_dir, cfg.ckpt_keep)
@@ -568,13 +598,10 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
                 )
 
         for step in range(start, cfg.steps):
-            batch = _global_batch(
-                train_loader,
-                [step * cfg.grad_accum + i for i in range(cfg.grad_accum)],
-                mesh,
-                cfg.micro_batch,
+            batch = _train_batch(train_loader, step, cfg.grad_accum, mesh)
+            params, opt_state, metrics = step_fn(
+                params, opt_state, batch, jnp.int32(step), lr, dropout_key
             )
-            params, opt_state, metrics = step_fn(params, opt_state, batch, jnp.int32(step), lr)
             done = step + 1
             if pending is not None:
                 settle(*pending)
@@ -624,6 +651,7 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
         params=int(sum(x.size for x in jax.tree.leaves(params))),
         flops_per_token=flops_tok,
         devices=n_dev,
+        train_step_compilations=step_fn._cache_size(),
     )
     run.finish(summary)
     return summary
