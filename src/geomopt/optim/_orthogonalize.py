@@ -1,23 +1,164 @@
-"""msign(G) = U V^T by SVD or Newton-Schulz (initial version)."""
+"""The matrix sign msign(G) = U V^T (the orthogonal polar factor) of a stack of matrices.
+
+Three ways to compute it over the last two axes of a ``(..., m, n)`` array:
+
+- ``"svd"``: exact, from the thin SVD (the theory's Muon). Directions with zero singular value map
+  to zero, the matrix analogue of sign(0) = 0.
+- ``"newton_schulz"``: the odd quintic iteration ``X <- a X + b (X X^T) X + c (X X^T)^2 X`` after
+  normalising by the Frobenius norm (so every singular value lies in (0, 1]); each step maps
+  every singular value ``s -> a s + b s^3 + c s^5``, pushing it towards 1 without an SVD. The
+  iteration runs on the wide orientation (``m <= n``), so the Gram matrix ``X X^T`` is the small
+  ``m x m`` one.
+- ``"gram_newton_schulz"``: the same polynomial map, iterated on the ``m x m`` Gram matrix. Every
+  iterate is ``X_k = Q_k X_0`` with ``Q_k`` a polynomial in ``A_0 = X_0 X_0^T``, so
+  ``P_k = a I + b A_{k-1} + c A_{k-1}^2``, ``Q_k = P_k Q_{k-1}``, ``A_k = P_k A_{k-1} P_k`` and
+  only the last step touches the ``m x n`` matrix again. For ``n`` well above ``m`` this needs
+  ``4 m^2 n + 34 m^3`` flops for 5 steps instead of ``5 (4 m^2 n + 2 m^3)`` (about 0.55x for a
+  768 x 3072 matrix); for square matrices it is more expensive, so square inputs take the
+  plain path. Equal to ``"newton_schulz"`` in exact arithmetic; in float32 the two agree to
+  about 1e-6 absolute (1e-5 relative) on GPT-2 shapes. In bfloat16 the Gram recursion is
+  unstable (rounding errors in ``A_k`` feed every later step; we measured singular values up
+  to 3 instead of 1.2), so use it only with float32 or wider compute.
+- ``"auto"``: ``"gram_newton_schulz"`` when it needs fewer flops (for any number of steps that is
+  ``max(m, n) > 1.5 min(m, n)``) and the compute dtype is at least 32-bit, else
+  ``"newton_schulz"``.
+
+Coefficient presets for the Newton-Schulz methods (``coeffs``):
+
+- ``"quintic"``: (3.4445, -4.7750, 2.0315) every step (Jordan's Muon; optax's default). It
+  maximises the slope at 0 and does not converge to 1: after 5 steps singular values of a
+  well-conditioned input land in about [0.68, 1.13].
+- ``"polar_express"``: the per-step schedule of Amsel et al. 2025 (The Polar Express, the
+  greedy minimax odd quintics for the interval [1e-3, 1]). We checked the table rather than
+  trusting it: composing its 5 polynomials maps every s in [1e-3, 1] into [0.859, 1.141], and the
+  extremes are symmetric about 1 (equioscillation, as a minimax composite must be; see the
+  tests). Steps beyond the table use (15/8, -10/8, 3/8), the classical quintic Newton-Schulz
+  step that converges to 1 from within (0, sqrt(7/3)) and to which the optimal schedule tends.
+- a tuple ``(a, b, c)`` repeated ``steps`` times, or a sequence of ``steps`` such tuples.
+"""
+
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 
 QUINTIC = (3.4445, -4.7750, 2.0315)
+POLAR_EXPRESS = (
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+)
+NEWTON_SCHULZ_QUINTIC = (15 / 8, -10 / 8, 3 / 8)
+METHODS = ("newton_schulz", "gram_newton_schulz", "auto", "svd")
+
+Coeffs = str | tuple[float, float, float] | Sequence[tuple[float, float, float]]
 
 
-def orthogonalize(g, method: str = "newton_schulz", steps: int = 5, eps: float = 1e-7):
-    """The polar factor U V^T of the last two axes of ``g``."""
+def ns_coefficients(coeffs: Coeffs = "quintic", steps: int = 5) -> tuple[tuple[float, ...], ...]:
+    """The per-step (a, b, c) of a preset name, a single tuple or a sequence of tuples."""
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps={steps!r}: expected an int >= 1")
+    if isinstance(coeffs, str):
+        if coeffs == "quintic":
+            return (QUINTIC,) * steps
+        if coeffs == "polar_express":
+            extra = max(0, steps - len(POLAR_EXPRESS))
+            return POLAR_EXPRESS[:steps] + (NEWTON_SCHULZ_QUINTIC,) * extra
+        raise ValueError(f"coeffs={coeffs!r}: expected 'quintic', 'polar_express' or tuples")
+    try:
+        arr = [tuple(float(v) for v in row) for row in coeffs]  # sequence of tuples
+    except TypeError:
+        arr = [tuple(float(v) for v in coeffs)]  # a single (a, b, c)
+        if len(arr[0]) == 3:
+            return tuple(arr) * steps
+    if any(len(row) != 3 for row in arr):
+        raise ValueError(f"coeffs={coeffs!r}: expected (a, b, c) or a sequence of (a, b, c)")
+    if len(arr) != steps:
+        raise ValueError(f"coeffs has {len(arr)} (a, b, c) tuples but steps={steps}")
+    return tuple(arr)
+
+
+def _check_matrix(g) -> None:
+    if g.ndim < 2:
+        raise ValueError(f"orthogonalize: shape {g.shape}, expected (..., m, n) with ndim >= 2")
+    if not jnp.issubdtype(g.dtype, jnp.floating):
+        raise ValueError(f"orthogonalize: dtype {g.dtype}, expected a floating dtype")
+
+
+def _mT(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _svd_sign(g, dtype):
+    work = jnp.promote_types(dtype, jnp.float32)
+    x = g.astype(work)
+    u, s, vt = jnp.linalg.svd(x, full_matrices=False)
+    tol = max(g.shape[-2:]) * jnp.finfo(work).eps * jnp.max(s, axis=-1, keepdims=True)
+    keep = (s > tol).astype(work)
+    return (u * keep[..., None, :]) @ vt
+
+
+def _plain_ns(x, steps):
+    for a, b, c in steps:
+        gram = x @ _mT(x)
+        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    return x
+
+
+def _gram_ns(x, steps):
+    m = x.shape[-2]
+    gram = x @ _mT(x)
+    eye = jnp.broadcast_to(jnp.eye(m, dtype=x.dtype), gram.shape)
+    q = None
+    for k, (a, b, c) in enumerate(steps):
+        p = a * eye + b * gram + c * (gram @ gram)
+        q = p if q is None else p @ q
+        if k + 1 < len(steps):
+            gram = p @ (gram @ p)
+    return q @ x
+
+
+def orthogonalize(
+    g,
+    method: str = "newton_schulz",
+    steps: int = 5,
+    coeffs: Coeffs = "quintic",
+    dtype=None,
+    eps: float = 1e-7,
+):
+    """msign(G) = U V^T over the last two axes of ``g`` (shape ``(..., m, n)``).
+
+    Args:
+        g: a matrix or a stack of matrices; every leading axis is a batch axis and the whole
+            stack is processed by one batched matmul per product.
+        method: ``"svd"`` (exact), ``"newton_schulz"``, ``"gram_newton_schulz"`` or ``"auto"``
+            (module doc).
+        steps: Newton-Schulz iterations.
+        coeffs: ``"quintic"``, ``"polar_express"``, ``(a, b, c)`` or a sequence of them.
+        dtype: compute dtype (e.g. ``jnp.bfloat16`` on accelerators); the Frobenius
+            normalisation is done in ``g``'s dtype and the result is cast back to it.
+        eps: added to the Frobenius norm, ``X_0 = G / (||G||_F + eps)``.
+    """
+    g = jnp.asarray(g)
+    _check_matrix(g)
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}: expected one of {METHODS}")
+    work = jnp.dtype(g.dtype if dtype is None else dtype)
     if method == "svd":
-        u, _, vt = jnp.linalg.svd(g, full_matrices=False)
-        return u @ vt
-    if method != "newton_schulz":
-        raise ValueError(f"method {method!r}: expected 'svd' or 'newton_schulz'")
-    a, b, c = QUINTIC
-    transpose = g.shape[-2] > g.shape[-1]
-    x = jnp.swapaxes(g, -1, -2) if transpose else g
-    x = x / (jnp.linalg.norm(x, axis=(-2, -1), keepdims=True) + eps)
-    for _ in range(steps):
-        A = x @ jnp.swapaxes(x, -1, -2)
-        B = b * A + c * A @ A
-        x = a * x + B @ x
-    return jnp.swapaxes(x, -1, -2) if transpose else x
+        return _svd_sign(g, work).astype(g.dtype)
+    schedule = ns_coefficients(coeffs, steps)
+    m, n = g.shape[-2:]
+    tall = m > n
+    x = _mT(g) if tall else g
+    norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=(-2, -1), keepdims=True))
+    x = (x / (norm + eps)).astype(work)
+    if method == "auto":
+        wide_enough = max(m, n) > 1.5 * min(m, n)
+        method = "gram_newton_schulz" if wide_enough and work.itemsize >= 4 else "newton_schulz"
+    if method == "gram_newton_schulz" and m != n:
+        x = _gram_ns(x, schedule)
+    else:
+        x = _plain_ns(x, schedule)
+    x = _mT(x) if tall else x
+    return x.astype(g.dtype)

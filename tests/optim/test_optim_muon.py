@@ -1,0 +1,176 @@
+"""Muon: optax.contrib.muon as oracle, label routing to AdamW, batched grouping, convergence,
+no recompilation, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import geomopt.optim._muon as muon_module
+from geomopt.optim import labels_by_path, muon, orthogonalize, orthogonalize_grouped
+
+
+def _params(key):
+    ks = jax.random.split(key, 6)
+    return {
+        "qkv": jax.random.normal(ks[0], (8, 24)),
+        "fc": jax.random.normal(ks[1], (8, 32)),
+        "proj": jax.random.normal(ks[2], (32, 8)),
+        "sq": jax.random.normal(ks[3], (8, 8)),
+        "bias": jax.random.normal(ks[4], (8,)),
+    }
+
+
+def _run(opt, params, n_steps=4):
+    state = opt.init(params)
+    update = jax.jit(opt.update)
+    for i in range(n_steps):
+        grads = jax.tree.map(lambda p, i=i: jnp.sin((i + 1.0) * p) + 0.1 * p, params)
+        updates, state = update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+    return params, state
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, atol",
+    [
+        (dict(method="newton_schulz"), dict(), 1e-6),
+        (dict(), dict(), 1e-5),  # method="auto": same polynomial in Gram form
+        (dict(nesterov=False, momentum=0.9), dict(nesterov=False, beta=0.9), 1e-5),
+        (
+            dict(shape_scaling="rms", weight_decay=0.1, adam_weight_decay=0.01),
+            dict(consistent_rms=0.2, weight_decay=0.1, adam_weight_decay=0.01),
+            1e-5,
+        ),
+    ],
+)
+def test_matches_optax_contrib_muon(key, ours, theirs, atol):
+    params = _params(key)
+    got, _ = _run(muon(0.02, **ours), params)
+    ref, _ = _run(optax.contrib.muon(0.02, **theirs), params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=atol, rtol=0), got, ref)
+
+
+def test_label_routing_sends_embeddings_and_vectors_to_adamw(key):
+    params = _params(key)
+    params["embed"] = jax.random.normal(jax.random.fold_in(key, 9), (40, 8))
+    label_fn = labels_by_path(lambda path: "embed" in path)
+    assert label_fn(params) == {
+        "qkv": "muon",
+        "fc": "muon",
+        "proj": "muon",
+        "sq": "muon",
+        "bias": "adam",
+        "embed": "adam",
+    }
+    got, _ = _run(muon(0.02, adam_learning_rate=1e-3, label_fn=label_fn), params)
+    adam_leaves = {k: params[k] for k in ("bias", "embed")}
+    ref, _ = _run(
+        optax.adamw(1e-3, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.0, nesterov=True), adam_leaves
+    )
+    for k in ("bias", "embed"):
+        np.testing.assert_allclose(got[k], ref[k], atol=1e-7, rtol=0)
+    muon_only, _ = _run(muon(0.02, method="newton_schulz"), {"qkv": params["qkv"]})
+    np.testing.assert_allclose(got["qkv"], muon_only["qkv"], atol=1e-5, rtol=0)
+
+
+def test_same_shape_matrices_share_one_batched_call(key, monkeypatch):
+    calls = []
+
+    def counting(x, **kw):
+        calls.append(x.shape)
+        return orthogonalize(x, **kw)
+
+    monkeypatch.setattr(muon_module, "orthogonalize", counting)
+    layers = [_params(jax.random.fold_in(key, i)) for i in range(3)]
+    tree = [{k: v for k, v in layer.items() if k != "bias"} for layer in layers]
+    tree.append({"stack": jax.random.normal(key, (2, 32, 8))})  # a (2, 32, 8) stack of matrices
+    grouped = lambda t: orthogonalize_grouped(t, shape_scaling="fan_ratio", method="newton_schulz")
+    out = jax.jit(grouped)(tree)
+    # One call per shape up to transpose: (8, 24), (8, 32) incl. (32, 8) and the stack, (8, 8).
+    assert sorted(calls) == [(3, 8, 8), (3, 8, 24), (8, 8, 32)]
+
+    def ref(x):
+        scale = max(1.0, x.shape[-1] / x.shape[-2]) ** 0.5
+        return scale * orthogonalize(x, method="newton_schulz")
+
+    expected = jax.jit(lambda t: jax.tree.map(ref, t))(tree)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=2e-6), out, expected)
+
+
+def test_converges_on_matrix_quadratic(key):
+    target = {"w": jax.random.normal(key, (6, 10)), "b": jnp.ones(10)}
+    loss = lambda p: sum(jnp.sum((p[k] - target[k]) ** 2) for k in p)
+    params = jax.tree.map(jnp.zeros_like, target)
+    for method in ("newton_schulz", "svd"):
+        opt = muon(
+            optax.linear_schedule(0.3, 0.0, 150),
+            method=method,
+            adam_learning_rate=optax.linear_schedule(0.1, 0.0, 150),
+        )
+        state = opt.init(params)
+
+        def step(carry, _, opt=opt):
+            p, s = carry
+            u, s = opt.update(jax.grad(loss)(p), s, p)
+            return (optax.apply_updates(p, u), s), None
+
+        (p_end, _), _ = jax.jit(lambda c: jax.lax.scan(step, c, None, length=150))((params, state))
+        assert loss(p_end) < 1e-2 * loss(params), (method, loss(p_end))
+
+
+def test_jitted_step_does_not_recompile_with_new_learning_rate(key):
+    params = _params(key)
+    traces = []
+
+    @jax.jit
+    def step(params, state, grads, lr):
+        traces.append(1)
+        opt = muon(lr, weight_decay=0.01)
+        updates, state = opt.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    state = muon(0.02, weight_decay=0.01).init(params)
+    grads = jax.tree.map(jnp.cos, params)
+    p1, state = step(params, state, grads, jnp.float32(0.02))
+    with jax.log_compiles(True):
+        p2, _ = step(p1, state, grads, jnp.float32(0.01))
+    assert len(traces) == 1
+    assert not np.allclose(p1["qkv"], p2["qkv"])
+
+
+def test_bfloat16_compute_dtype_keeps_param_dtype(key):
+    params = _params(key)
+    got, state = _run(muon(0.02, compute_dtype=jnp.bfloat16), params, n_steps=2)
+    ref, _ = _run(muon(0.02), params, n_steps=2)
+    for k in params:
+        assert got[k].dtype == jnp.float32
+        step_ref = ref[k] - params[k]
+        diff = jnp.linalg.norm(got[k] - params[k] - step_ref) / jnp.linalg.norm(step_ref)
+        assert diff < 0.1, (k, float(diff))
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        (dict(learning_rate=-1.0), "learning_rate=-1.0"),
+        (dict(momentum=1.0), "momentum=1.0"),
+        (dict(shape_scaling="spectral"), "shape_scaling='spectral'"),
+        (dict(method="qr"), "method='qr'"),
+        (dict(coeffs="cubic"), "coeffs='cubic'"),
+        (dict(weight_decay=-0.1), "weight_decay=-0.1"),
+    ],
+)
+def test_bad_arguments(kwargs, needle):
+    with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
+        muon(**kwargs)
+
+
+def test_bad_labels(key):
+    params = _params(key)
+    with pytest.raises(ValueError, match="'sgd'"):
+        muon(label_fn=lambda p: jax.tree.map(lambda _: "sgd", p)).init(params)
+    opt = muon(label_fn=lambda p: jax.tree.map(lambda _: "muon", p))
+    with pytest.raises(ValueError, match=r"\(8,\)"):
+        opt.update(params, opt.init(params), params)

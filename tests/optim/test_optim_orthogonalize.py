@@ -1,0 +1,138 @@
+"""msign by SVD and Newton-Schulz: exact polar factor, singular-value bands of the coefficient
+presets, batching, Gram form, compute dtype, optax oracle, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from optax.contrib import _muon as optax_muon
+
+from geomopt.optim import orthogonalize
+from geomopt.optim._orthogonalize import POLAR_EXPRESS, QUINTIC, ns_coefficients
+
+_ortho = jax.jit(orthogonalize, static_argnames=("method", "steps", "coeffs", "dtype", "eps"))
+
+
+def _well_conditioned(key, m, n, cond=10.0, batch=()):
+    """A (batch..., m, n) stack with singular values spread over [1/cond, 1] (times 3)."""
+    k1, k2 = jax.random.split(key)
+    r = min(m, n)
+    u = jnp.linalg.qr(jax.random.normal(k1, batch + (m, r)))[0]
+    v = jnp.linalg.qr(jax.random.normal(k2, batch + (n, r)))[0]
+    s = 3.0 * jnp.geomspace(1.0, 1.0 / cond, r)
+    s = s.reshape((1,) * (u.ndim - 1) + (r,))
+    return (u * s) @ jnp.swapaxes(v, -1, -2)
+
+
+def _svals(x):
+    return np.linalg.svd(np.asarray(x, np.float64), compute_uv=False)
+
+
+def test_svd_is_the_exact_polar_factor(key):
+    with jax.enable_x64(True):
+        g = jax.random.normal(key, (7, 4), dtype=jnp.float64)
+        q = orthogonalize(g, method="svd")
+        assert q.dtype == jnp.float64
+        np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-12)
+        np.testing.assert_allclose(q, scipy.linalg.polar(np.asarray(g))[0], atol=1e-12)
+        np.testing.assert_allclose(orthogonalize(g.T, method="svd"), q.T, atol=1e-12)
+
+
+def test_svd_rank_deficient_maps_null_space_to_zero(key):
+    k1, k2 = jax.random.split(key)
+    u, v = jax.random.normal(k1, (5,)), jax.random.normal(k2, (3,))
+    q = orthogonalize(jnp.outer(u, v), method="svd")
+    expected = jnp.outer(u / jnp.linalg.norm(u), v / jnp.linalg.norm(v))
+    np.testing.assert_allclose(q, expected, atol=1e-5)
+    np.testing.assert_allclose(orthogonalize(jnp.zeros((4, 6)), method="svd"), 0.0)
+
+
+@pytest.mark.parametrize("shape", [(24, 64), (64, 24), (32, 32)])
+def test_quintic_singular_values_in_design_band(key, shape):
+    g = _well_conditioned(key, *shape)
+    s = _svals(_ortho(g, steps=5, coeffs="quintic"))
+    assert s.min() > 0.65 and s.max() < 1.21, (s.min(), s.max())
+
+
+def test_polar_express_is_closer_to_one_than_quintic(key):
+    g = _well_conditioned(key, 32, 96, cond=100.0)
+    s_pe = _svals(_ortho(g, coeffs="polar_express"))
+    s_q = _svals(_ortho(g, coeffs="quintic"))
+    assert np.abs(s_pe - 1).max() < 0.15
+    assert np.abs(s_pe - 1).max() < np.abs(s_q - 1).max()
+    assert np.abs(s_pe - 1).mean() < np.abs(s_q - 1).mean()
+
+
+def test_polar_express_table_is_a_verified_minimax_composite():
+    """Compose the 5 odd quintics on [1e-3, 1]: the image lies in [0.85, 1.15] and its extremes
+    are symmetric about 1 (equioscillation), which is what the published table claims."""
+    x = np.geomspace(1e-3, 1.0, 200_001)
+    y = x.copy()
+    for a, b, c in ns_coefficients("polar_express", 5):
+        y = a * y + b * y**3 + c * y**5
+    assert 0.85 < y.min() and y.max() < 1.15
+    np.testing.assert_allclose(y.min() + y.max(), 2.0, atol=1e-6)
+    # More steps continue with the classical quintic and converge to 1.
+    y = x.copy()
+    for a, b, c in ns_coefficients("polar_express", 8):
+        y = a * y + b * y**3 + c * y**5
+    assert np.abs(y - 1).max() < 1e-3
+    assert ns_coefficients("polar_express", 3) == POLAR_EXPRESS[:3]
+
+
+@pytest.mark.parametrize("method", ["svd", "newton_schulz", "gram_newton_schulz", "auto"])
+def test_batched_stack_equals_per_matrix(key, method):
+    g = _well_conditioned(key, 8, 20, batch=(2, 3))
+    out = _ortho(g, method=method)
+    per_matrix = jax.vmap(jax.vmap(lambda x: _ortho(x[None], method=method)[0]))(g)
+    np.testing.assert_allclose(out, per_matrix, atol=2e-6, rtol=0)
+    np.testing.assert_allclose(out[1, 2], _ortho(g[1, 2], method=method), atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(16, 48), (48, 16)])
+def test_newton_schulz_matches_optax_and_gram_form(key, shape):
+    g = jax.random.normal(key, shape)
+    plain = _ortho(g, eps=1e-8)
+    ref = jax.jit(optax_muon.orthogonalize_via_newton_schulz)(g, jnp.asarray(QUINTIC), eps=1e-8)
+    np.testing.assert_allclose(plain, ref, atol=1e-6)
+    gram = _ortho(g, method="gram_newton_schulz", eps=1e-8)
+    np.testing.assert_allclose(gram, plain, atol=1e-5 * float(jnp.abs(plain).max()))
+    np.testing.assert_allclose(_ortho(g.T, eps=1e-8), plain.T, atol=1e-7)
+
+
+def test_custom_coefficients(key):
+    g = jax.random.normal(key, (6, 10))
+    ref = _ortho(g, coeffs="quintic")
+    np.testing.assert_allclose(_ortho(g, coeffs=QUINTIC), ref, rtol=0)
+    np.testing.assert_allclose(_ortho(g, coeffs=(QUINTIC,) * 5), ref, rtol=0)
+    # The classical (15/8, -10/8, 3/8) iteration converges to the exact polar factor.
+    s = _svals(_ortho(_well_conditioned(key, 6, 10), steps=25, coeffs=(1.875, -1.25, 0.375)))
+    np.testing.assert_allclose(s, 1.0, atol=1e-4)
+
+
+def test_bfloat16_compute_returns_input_dtype(key):
+    g = _well_conditioned(key, 16, 48)
+    out = _ortho(g, dtype=jnp.bfloat16)
+    assert out.dtype == jnp.float32
+    s = _svals(out)
+    assert s.min() > 0.5 and s.max() < 1.3
+    # "auto" keeps the plain (stable) iteration in bfloat16.
+    np.testing.assert_allclose(_ortho(g, method="auto", dtype=jnp.bfloat16), out, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        (dict(method="qr"), "method='qr'"),
+        (dict(coeffs="cubic"), "coeffs='cubic'"),
+        (dict(coeffs=[QUINTIC] * 3), "steps=5"),
+        (dict(steps=0), "steps=0"),
+        (dict(coeffs=(1.0, 2.0)), r"\(a, b, c\)"),
+    ],
+)
+def test_bad_input(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        orthogonalize(jnp.ones((3, 4)), **kwargs)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        orthogonalize(jnp.ones((4,)))
