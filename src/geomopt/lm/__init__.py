@@ -35,6 +35,11 @@ from geomopt.lm._model import presets as presets
 from geomopt.lm._noise import noise_density as noise_density
 from geomopt.lm._noise import noise_group as noise_group
 from geomopt.lm._noise import welford_variance as welford_variance
+from geomopt.lm._prepare import GPT2Tokenizer as GPT2Tokenizer
+from geomopt.lm._prepare import file_documents as file_documents
+from geomopt.lm._prepare import get_tokenizer as get_tokenizer
+from geomopt.lm._prepare import hf_documents as hf_documents
+from geomopt.lm._prepare import write_shards as write_shards
 from geomopt.lm._train import DataConfig as DataConfig
 from geomopt.lm._train import NonFiniteLossError as NonFiniteLossError
 from geomopt.lm._train import OptimConfig as OptimConfig
