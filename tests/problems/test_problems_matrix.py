@@ -9,10 +9,10 @@ import pytest
 from geomopt import problems as pr
 
 
-def _embedded(n=6, rank=2, key=jax.random.key(0)):
+def _embedded(n=6, rank=2, seed=0):
     vec = pr.sgd_hard_instance(n, rank, 0.6)
     z0 = jax.random.normal(jax.random.key(11), (n,)) + 2.0
-    kq, kp = jax.random.split(key)
+    kq, kp = jax.random.split(jax.random.key(seed))
     return (
         vec,
         pr.embedded_problem(
