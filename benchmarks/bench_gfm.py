@@ -1,0 +1,128 @@
+"""GFM by banded Levenberg-Marquardt vs by the official Adam: time to the same EL residual.
+
+On the torus (R = 1.2, r = 0.4) with the analytic tube potential at sigma = 0.1, lambda = 1,
+Euclidean prior, random endpoint pairs on the surface, 32 and 128 waypoints, one pair and a
+batch of 64 pairs (one vmapped solve). For each case:
+
+1. Adam as in the official code (lr 0.05, eps 1e-5, global-norm clip 10, 1501 iterations,
+   straight-line start) gives the residual it reaches; the target is the worst pair's.
+2. Adam is rerun with ``tol = target`` (it stops at the iteration where every pair first
+   reaches the target) and LM with ``tol = target``; medians of ``--repeats`` warm runs.
+3. The manifold error (mean distance to the torus along the paths) of both is reported, and
+   LM's time to its own convergence (default tolerance) as well.
+
+    uv run benchmarks/bench_gfm.py            # writes benchmarks/results/gfm.{md,json}
+"""
+
+import dataclasses
+import json
+import platform
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import tyro  # noqa: E402
+
+from geomopt import gfm  # noqa: E402
+from geomopt.gfm.experiments import TubePotential, sample_pairs  # noqa: E402
+from geomopt.manifolds import get_manifold  # noqa: E402
+from geomopt.runs import atomic_write_bytes, atomic_write_json  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    n_points: tuple[int, ...] = (32, 128)
+    """Waypoint counts."""
+    batches: tuple[int, ...] = (1, 64)
+    """Pairs per solve."""
+    repeats: int = 3
+    """Timed warm runs per measurement (median reported)."""
+    adam_iters: int = 1501
+    """The official Adam budget (torus runs)."""
+    dtype: str = "float64"
+    """float64 or float32."""
+    out: str = "benchmarks/results/gfm"
+    """Output stem (.md and .json)."""
+
+
+def _median_time(repeats, *args, **kwargs):
+    """Median wall time of ``gfm.solve(*args, **kwargs)`` over warm runs, and its output."""
+    out = gfm.solve(*args, **kwargs)  # warm-up / compile
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = gfm.solve(*args, **kwargs)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
+
+
+def main(args: Args):
+    torus = get_manifold("torus")
+    score = gfm.ScoreAt(TubePotential(torus), 0.1)
+    dt = jnp.float64 if args.dtype == "float64" else jnp.float32
+    rows = []
+    for k in args.n_points:
+        for b in args.batches:
+            x0, x1 = sample_pairs(torus, b, jax.random.key(k + b))
+            x0, x1 = jnp.asarray(x0, dt), jnp.asarray(x1, dt)
+            if b == 1:
+                x0, x1 = x0[0], x1[0]
+            kw = dict(score=score, lam=1.0, n_points=k)
+            _, rep_full = gfm.solve(
+                x0, x1, method="adam", max_iters=args.adam_iters, tol=1e-30, **kw
+            )
+            target = float(np.max(rep_full.residual))
+            t_adam, (p_adam, r_adam) = _median_time(
+                args.repeats, x0, x1, method="adam", max_iters=args.adam_iters, tol=target, **kw
+            )
+            t_lm, (p_lm, r_lm) = _median_time(args.repeats, x0, x1, method="lm", tol=target, **kw)
+            t_conv, (_, r_conv) = _median_time(args.repeats, x0, x1, method="lm", **kw)
+            err = lambda p: float(
+                np.mean(gfm.path_metrics(p, manifold=torus)["manifold_error_mean"])
+            )  # noqa: E731
+            row = dict(
+                n_points=k, batch=b, target_residual=target,
+                adam_seconds=t_adam, adam_iterations=int(np.max(r_adam.iterations)),
+                adam_residual=float(np.max(r_adam.residual)), adam_manifold_error=err(p_adam),
+                lm_seconds=t_lm, lm_iterations=int(np.max(r_lm.iterations)),
+                lm_residual=float(np.max(r_lm.residual)), lm_manifold_error=err(p_lm),
+                speedup=t_adam / t_lm,
+                lm_converged_seconds=t_conv, lm_converged_residual=float(np.max(r_conv.residual)),
+                lm_converged_all=bool(np.all(r_conv.converged)),
+            )  # fmt: skip
+            print(json.dumps(row))
+            rows.append(row)
+    lines = [
+        "# GFM: Levenberg-Marquardt (banded) vs Adam (official settings)",
+        "",
+        "Time to reach the same EL residual `sqrt(mean_i |r_i|^2)` on the torus (tube potential,"
+        " sigma 0.1, lambda 1, Euclidean prior); target = the worst pair's residual after the "
+        f"official {args.adam_iters} Adam iterations. Medians of {args.repeats} warm runs, "
+        f"{args.dtype}, {jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'}).",
+        "Command: `uv run benchmarks/bench_gfm.py`",
+        "",
+        "| waypoints | pairs | target residual | Adam s (iters) | LM s (iters) | speed-up |"
+        " manifold err Adam | manifold err LM | LM to convergence s (residual) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['n_points']} | {r['batch']} | {r['target_residual']:.3g} | "
+            f"{r['adam_seconds']:.3f} ({r['adam_iterations']}) | {r['lm_seconds']:.4f} "
+            f"({r['lm_iterations']}) | {r['speedup']:.0f}x | {r['adam_manifold_error']:.4f} | "
+            f"{r['lm_manifold_error']:.4f} | {r['lm_converged_seconds']:.4f} "
+            f"({r['lm_converged_residual']:.1e}) |"
+        )
+    out = Path(args.out)
+    atomic_write_bytes(out.with_suffix(".md"), ("\n".join(lines) + "\n").encode())
+    atomic_write_json(out.with_suffix(".json"), rows)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
