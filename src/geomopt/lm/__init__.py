@@ -24,6 +24,10 @@ from geomopt.lm._data import open_tokens as open_tokens
 from geomopt.lm._data import read_legacy_bin as read_legacy_bin
 from geomopt.lm._data import read_shard as read_shard
 from geomopt.lm._data import write_shard as write_shard
+from geomopt.lm._demo import DEMO_EXPERIMENTS as DEMO_EXPERIMENTS
+from geomopt.lm._demo import demo_configs as demo_configs
+from geomopt.lm._demo import plot_demo as plot_demo
+from geomopt.lm._demo import run_demo as run_demo
 from geomopt.lm._model import GPT2 as GPT2
 from geomopt.lm._model import GPT2Config as GPT2Config
 from geomopt.lm._model import abstract_param_count as abstract_param_count

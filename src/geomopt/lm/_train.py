@@ -376,7 +376,7 @@ def _optim_fns(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_t
         sched = lr_schedule(ocfg.schedule, lr, k.total_steps, ocfg.warmup_frac, ocfg.decay_frac)
         metrics = {
             "loss": loss_sum / n_acc,
-            "grad_norm": optax.global_norm(grads),
+            "grad_norm": optax.tree.norm(grads),
             "lr": sched(step),
         }
         return params, opt_state, metrics
