@@ -494,11 +494,22 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
     noise_bs = cfg.noise_batch_size or cfg.micro_batch
     noise_loader = BatchLoader(train_data, batch_size=noise_bs, seq_len=T, seed=cfg.seed + 7919)
 
-    run = Run.create(
-        cfg.experiment, cfg.run_name, cfg, root=cfg.root, overwrite=cfg.overwrite, resume=cfg.resume
-    )
+    # On several hosts only process 0 writes the run folder (metrics, summary); all of them
+    # take part in the (collective) orbax saves and restores into the same, shared folder.
+    main = jax.process_index() == 0
+    if main:
+        run = Run.create(
+            cfg.experiment,
+            cfg.run_name,
+            cfg,
+            root=cfg.root,
+            overwrite=cfg.overwrite,
+            resume=cfg.resume,
+        )
+    else:
+        run = Run(Path(cfg.root) / cfg.experiment / cfg.run_name)
     ckpt_dir = run.path / "checkpoints"
-    if not cfg.resume and ckpt_dir.exists():
+    if main and not cfg.resume and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)
 
     graphdef, abstract_params = nnx.split(
@@ -538,7 +549,8 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
             restored = mngr.restore(start, args=ocp.args.StandardRestore(abstract))
             params = jax.tree.unflatten(p_def, restored["params"])
             opt_state = jax.tree.unflatten(o_def, restored["opt_state"])
-            _truncate_metrics(run, start)
+            if main:
+                _truncate_metrics(run, start)
             log(f"[pretrain] resumed {run.path} from step {start}")
 
         val_batches = None
@@ -567,9 +579,9 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
             rows.append({"step": step, "tokens": step * tokens_per_step, **phis})
 
         def flush():
-            if rows:
+            if rows and main:
                 run.log_rows(rows)
-                rows.clear()
+            rows.clear()
 
         if start == 0 and 0 in cfg.noise_steps:
             measure_noise(0)
@@ -577,7 +589,7 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
             validate(0)
         flush()
 
-        progress = Progress(cfg.steps - start, run.path.name, enabled=cfg.progress)
+        progress = Progress(cfg.steps - start, run.path.name, enabled=cfg.progress and main)
         pending = None
         t_last, s_last = time.perf_counter(), start
         step_times: list[float] = []
@@ -653,7 +665,8 @@ def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
         devices=n_dev,
         train_step_compilations=step_fn._cache_size(),
     )
-    run.finish(summary)
+    if main:
+        run.finish(summary)
     return summary
 
 

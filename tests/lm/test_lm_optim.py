@@ -1,0 +1,41 @@
+"""The optimisers of the training loop: weight decay reaches hidden matrices only."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from geomopt.lm import OptimConfig, build_optimizer, lr_schedule
+
+
+def gpt_like_params():
+    return {
+        "wte": jnp.ones((8, 4)),
+        "blocks": {0: {"mlp": {"fc": {"kernel": jnp.full((4, 16), 2.0), "bias": jnp.ones(16)}}}},
+        "ln_f": {"scale": jnp.ones(4)},
+    }
+
+
+@pytest.mark.parametrize("name", ["sgd", "sign_sgd", "signum", "adamw", "muon"])
+def test_decay_only_on_hidden_matrices(name):
+    """With zero gradients the only motion is weight decay: kernels shrink by lr * wd (coupled
+    L2 for sgd gives the same first step), embeddings, gains and biases stay put."""
+    cfg = OptimConfig(name=name, lr=0.1, weight_decay=0.1, schedule="constant", clip=0.0)
+    params = gpt_like_params()
+    tx = build_optimizer(cfg, total_steps=10)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = jax.jit(tx.update)(zeros, tx.init(params), params)
+    new = optax.apply_updates(params, updates)
+    np.testing.assert_allclose(new["blocks"][0]["mlp"]["fc"]["kernel"], 2.0 * 0.99, rtol=1e-6)
+    for leaf in (new["wte"], new["ln_f"]["scale"], new["blocks"][0]["mlp"]["fc"]["bias"]):
+        np.testing.assert_array_equal(leaf, 1.0)
+
+
+def test_one_cycle_schedule_endpoints():
+    sched = lr_schedule("one_cycle", 1e-2, total_steps=100, warmup_frac=0.1, decay_frac=0.0)
+    assert float(sched(0)) == pytest.approx(1e-4, rel=1e-5)
+    assert float(sched(10)) == pytest.approx(1e-2, rel=1e-5)
+    assert float(sched(100)) == pytest.approx(1e-4, rel=1e-5)
+    with pytest.raises(ValueError, match="schedule 'linear'"):
+        lr_schedule("linear", 1e-2, 100, 0.1, 0.0)
