@@ -34,3 +34,4 @@ from geomopt.diffusion._train import save_denoiser as save_denoiser
 from geomopt.diffusion._train import score_dir as score_dir
 from geomopt.diffusion._train import train_denoiser as train_denoiser
 from geomopt.diffusion._train import train_for_manifold as train_for_manifold
+from geomopt.diffusion._train import train_scores as train_scores

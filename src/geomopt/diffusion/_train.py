@@ -33,7 +33,15 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from geomopt.diffusion._edm import DenoiserConfig, EDMDenoiser, edm_loss
 from geomopt.diffusion._sample import sample_pf_ode
 from geomopt.manifolds import MANIFOLDS, get_manifold, mean_distance
-from geomopt.runs import Progress, Run, atomic_write_bytes, atomic_write_json, load_run
+from geomopt.runs import (
+    Progress,
+    Run,
+    RunExistsError,
+    atomic_write_bytes,
+    atomic_write_json,
+    load_run,
+    to_jsonable,
+)
 
 __all__ = [
     "TrainConfig",
@@ -44,6 +52,7 @@ __all__ = [
     "load_denoiser",
     "train_for_manifold",
     "score_dir",
+    "train_scores",
 ]
 
 MODEL_FILE = "model.eqx"
@@ -91,11 +100,11 @@ class ScoreConfig:
 
 SCORE_PRESETS: dict[str, tuple[str, ScoreConfig]] = {
     "smoke": (
-        "seconds: a tiny net, 200 steps",
+        "seconds: a tiny net, 400 steps at lr 3e-3",
         ScoreConfig(
             n_data=1000,
             model=DenoiserConfig(width=32, n_blocks=2, embed_dim=16),
-            train=TrainConfig(steps=200, batch_size=256, log_every=100),
+            train=TrainConfig(steps=400, batch_size=256, lr=3e-3, log_every=200),
             n_samples=256,
         ),
     ),
@@ -263,16 +272,22 @@ def train_for_manifold(
     *,
     root: str | Path = "results",
     overwrite: bool = False,
+    retrain: bool = False,
     progress: bool = True,
 ) -> tuple[EDMDenoiser, dict]:
-    """A trained denoiser for ``manifold``: loaded from ``score_dir(manifold, root)`` when a
-    finished run with the same config is there, otherwise trained and saved there.
+    """A trained denoiser for ``manifold``, kept in ``score_dir(manifold, root)``.
 
-    Returns ``(model, summary)``; the summary holds ``final_loss``, the PF-ODE samples'
-    ``sample_mean_distance`` / ``sample_median_distance`` to the manifold, the same for the
-    training data (``data_mean_distance``, the floor set by the data noise), ``train_seconds``
-    and ``loaded`` (True when nothing was trained). A finished run with a DIFFERENT config is
-    replaced only with ``overwrite=True`` (otherwise :class:`geomopt.runs.RunExistsError`).
+    If that folder holds a finished run with the same config, the saved model is loaded
+    (training is deterministic given the config and its seed, so this is the model a retrain
+    would give on the same backend); ``retrain=True`` trains anyway. A finished run with a
+    DIFFERENT config is replaced only with ``overwrite=True`` (otherwise
+    :class:`geomopt.runs.RunExistsError`).
+
+    Returns ``(model, summary)``; the summary holds ``final_loss`` / ``initial_loss`` (mean of
+    the last / first 100 steps), the PF-ODE samples' ``sample_mean_distance`` /
+    ``sample_median_distance`` to the manifold, the same for the training data
+    (``data_mean_distance``, the floor set by the data noise), ``train_seconds`` and ``loaded``
+    (True when nothing was trained).
     """
     if manifold not in MANIFOLDS:
         raise ValueError(f"unknown manifold {manifold!r}; expected one of {sorted(MANIFOLDS)}")
@@ -280,11 +295,10 @@ def train_for_manifold(
     folder = score_dir(manifold, root)
     if (folder / "summary.json").exists() and (folder / MODEL_FILE).exists():
         saved_cfg, _, summary = load_run(folder)
-        if saved_cfg == json.loads(json.dumps(dataclasses.asdict(cfg))) and not overwrite:
+        same = saved_cfg == json.loads(json.dumps(to_jsonable(cfg)))
+        if same and not retrain:
             return load_denoiser(folder), {**summary, "loaded": True}
-        if not overwrite:
-            from geomopt.runs import RunExistsError
-
+        if not same and not overwrite:
             raise RunExistsError(
                 f"{folder} holds a denoiser trained with other settings; pass overwrite=True "
                 "to retrain it"
@@ -324,3 +338,27 @@ def train_for_manifold(
     }
     run.finish(summary)
     return model, {**summary, "loaded": False}
+
+
+def train_scores(
+    manifolds: tuple[str, ...] | list[str],
+    config: ScoreConfig | Literal["smoke", "quick", "paper"] = "quick",
+    *,
+    root: str | Path = "results",
+    overwrite: bool = False,
+    retrain: bool = False,
+    progress: bool = True,
+) -> list[dict]:
+    """:func:`train_for_manifold` for each manifold; writes the summaries, one row per manifold,
+    to ``<root>/gfm/scores/summary.json`` and returns them."""
+    unknown = [m for m in manifolds if m not in MANIFOLDS]
+    if unknown:
+        raise ValueError(f"unknown manifolds {unknown}; expected names from {sorted(MANIFOLDS)}")
+    rows = []
+    for name in manifolds:
+        _, summary = train_for_manifold(
+            name, config, root=root, overwrite=overwrite, retrain=retrain, progress=progress
+        )
+        rows.append({"manifold": name, **summary})
+    atomic_write_json(Path(root) / "gfm" / "scores" / "summary.json", rows)
+    return rows
