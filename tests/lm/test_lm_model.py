@@ -1,6 +1,7 @@
 """GPT-2 model: the published parameter count, shapes, causality, dtype handling."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -35,60 +36,69 @@ def test_flops_per_token_formula():
     assert flops_per_token(cfg, seq_len=512) == 6 * n + 12 * 12 * 768 * 512
 
 
-@nnx.jit
-def forward(model, tokens, key=None):
-    return model(tokens, key=key)
+CFG = GPT2Config(
+    vocab_size=256, n_layer=2, n_head=2, d_model=32, context=32, bias=True, dropout=0.1
+)
 
 
-def test_forward_shape_dtype_and_causality(key):
-    cfg = presets["tiny"]
-    model = GPT2(cfg, rngs=nnx.Rngs(0))
-    tokens = jax.random.randint(key, (2, 16), 0, cfg.vocab_size)
-    logits = forward(model, tokens)
-    assert logits.shape == (2, 16, cfg.vocab_size) and logits.dtype == jnp.float32
-    changed = tokens.at[:, 10].set((tokens[:, 10] + 1) % cfg.vocab_size)
-    logits2 = forward(model, changed)
+@pytest.fixture(scope="module")
+def split_model():
+    graphdef, params = nnx.split(GPT2(CFG, rngs=nnx.Rngs(0)), nnx.Param)
+    return graphdef, params
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def forward(graphdef, params, tokens, key=None):
+    return nnx.merge(graphdef, params)(tokens, key=key)
+
+
+def test_forward_shape_dtype_and_causality(split_model, key):
+    graphdef, params = split_model
+    tokens = jax.random.randint(key, (2, 16), 0, CFG.vocab_size)
+    logits = forward(graphdef, params, tokens)
+    assert logits.shape == (2, 16, CFG.vocab_size) and logits.dtype == jnp.float32
+    changed = tokens.at[:, 10].set((tokens[:, 10] + 1) % CFG.vocab_size)
+    logits2 = forward(graphdef, params, changed)
     np.testing.assert_array_equal(np.asarray(logits[:, :10]), np.asarray(logits2[:, :10]))
     assert not np.allclose(np.asarray(logits[:, 10:]), np.asarray(logits2[:, 10:]))
+    # dropout acts only when a key is given
+    np.testing.assert_array_equal(np.asarray(forward(graphdef, params, tokens)), logits)
+    assert not np.allclose(np.asarray(forward(graphdef, params, tokens, key)), logits)
 
 
-def test_init_statistics_and_tied_head():
-    cfg = GPT2Config(vocab_size=300, n_layer=8, n_head=4, d_model=128, context=64, bias=True)
-    model = GPT2(cfg, rngs=nnx.Rngs(1))
-    assert np.std(np.asarray(model.wte[...])) == pytest.approx(0.02, rel=0.05)
-    resid = np.asarray(model.blocks[0].mlp.proj.kernel[...])
-    assert np.std(resid) == pytest.approx(0.02 / np.sqrt(16), rel=0.05)
-    assert np.std(np.asarray(model.blocks[0].attn.qkv.kernel[...])) == pytest.approx(0.02, rel=0.05)
-    assert np.all(np.asarray(model.blocks[0].attn.qkv.bias[...]) == 0)
+def test_init_statistics_and_tied_head(split_model):
+    _, params = split_model
+    assert np.std(np.asarray(params["wte"][...])) == pytest.approx(0.02, rel=0.05)
+    block = params["blocks"][0]
+    resid = np.concatenate(
+        [
+            np.ravel(block["mlp"]["proj"]["kernel"][...]),
+            np.ravel(block["attn"]["proj"]["kernel"][...]),
+        ]
+    )
+    assert np.std(resid) == pytest.approx(0.02 / np.sqrt(2 * CFG.n_layer), rel=0.05)
+    assert np.std(np.asarray(block["attn"]["qkv"]["kernel"][...])) == pytest.approx(0.02, rel=0.05)
+    assert np.all(np.asarray(block["attn"]["qkv"]["bias"][...]) == 0)
     # tied embeddings: the output head is the token table, no separate head parameter
-    params = nnx.state(model, nnx.Param)
     shapes = [x.shape for x in jax.tree.leaves(params)]
-    assert shapes.count((300, 128)) == 1
+    assert shapes.count((256, 32)) == 1
     labels = jax.tree_util.tree_map_with_path(lambda p, _: param_label(p), params)
     assert labels["wte"].get_value() == "embedding"
-    assert labels["blocks"][3]["mlp"]["fc"]["kernel"].get_value() == "matrix"
-    assert labels["blocks"][3]["ln1"]["bias"].get_value() == "vector"
-    assert count_params(params) == abstract_param_count(cfg)
+    assert labels["blocks"][1]["mlp"]["fc"]["kernel"].get_value() == "matrix"
+    assert labels["blocks"][1]["ln1"]["bias"].get_value() == "vector"
+    assert count_params(params) == abstract_param_count(CFG)
 
 
-def test_bf16_compute_keeps_float32_params(key):
-    cfg = dataclasses.replace(presets["tiny"], dtype="bfloat16")
-    model = GPT2(cfg, rngs=nnx.Rngs(0))
-    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
-    tokens = jax.random.randint(key, (2, 8), 0, cfg.vocab_size)
-    logits = forward(model, tokens)
-    ref = forward(GPT2(presets["tiny"], rngs=nnx.Rngs(0)), tokens)
+def test_bf16_compute_keeps_float32_params(split_model, key):
+    graphdef, params = split_model
+    bf16 = dataclasses.replace(CFG, dtype="bfloat16")
+    graphdef16 = nnx.graphdef(nnx.eval_shape(lambda: GPT2(bf16, rngs=nnx.Rngs(0))))
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
+    tokens = jax.random.randint(key, (2, 8), 0, CFG.vocab_size)
+    logits = forward(graphdef16, params, tokens)
     assert logits.dtype == jnp.float32
+    ref = forward(graphdef, params, tokens)
     np.testing.assert_allclose(np.asarray(logits), np.asarray(ref), atol=0.05)
-
-
-def test_dropout_only_with_key(key):
-    cfg = dataclasses.replace(presets["tiny"], dropout=0.5)
-    model = GPT2(cfg, rngs=nnx.Rngs(0))
-    tokens = jnp.arange(8)[None] % 256
-    plain = np.asarray(forward(model, tokens))
-    np.testing.assert_array_equal(plain, np.asarray(forward(model, tokens)))
-    assert not np.allclose(plain, np.asarray(forward(model, tokens, key)))
 
 
 @pytest.mark.parametrize(
