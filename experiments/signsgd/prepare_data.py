@@ -46,7 +46,7 @@ class Config:
     """Glob of local text files (source=files)."""
     tokenizer: Literal["gpt2", "byte"] = "byte"
     """gpt2: tiktoken GPT-2 BPE (vocab 50257); byte: UTF-8 bytes (vocab 256)."""
-    out_dir: str = "data/offline_stdlib"
+    out_dir: str = "data/stdlib_bytes"
     """Output folder for the shards."""
     prefix: str = "stdlib"
     """Shard name prefix: <prefix>_val_000000.bin, <prefix>_train_000001.bin, ..."""

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -95,8 +96,9 @@ class DataConfig:
     """Glob of validation token files, for source=shards."""
     format: Literal["auto", "shard", "nanogpt"] = "auto"
     """Token file format; auto tells shards (magic header) from headerless nanoGPT files."""
-    offline_dir: str = "data/offline_stdlib"
-    """Folder for the offline corpus shards (train.bin, val.bin)."""
+    offline_dir: str = ""
+    """Folder for the offline corpus shards (train.bin, val.bin); empty uses
+    $XDG_CACHE_HOME/geomopt/offline_stdlib (default ~/.cache/geomopt/offline_stdlib)."""
     offline_bytes: int = 8_000_000
     """Bytes of standard-library text in the offline corpus."""
 
@@ -416,6 +418,11 @@ def _assemble(local: np.ndarray, mesh, shape) -> jax.Array:
     return jax.make_array_from_process_local_data(sharding, local, shape)
 
 
+def _default_offline_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "geomopt" / "offline_stdlib"
+
+
 def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
     vocab = cfg.model.vocab_size
     if cfg.data.source == "offline":
@@ -423,7 +430,8 @@ def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
             raise ValueError(
                 f"the offline corpus is byte-level (vocab 256); model vocab is {vocab}"
             )
-        tr, va = build_offline_corpus(cfg.data.offline_dir, max_bytes=cfg.data.offline_bytes)
+        folder = cfg.data.offline_dir or _default_offline_dir()
+        tr, va = build_offline_corpus(folder, max_bytes=cfg.data.offline_bytes)
         return TokenData(str(tr), vocab_size=vocab), TokenData(str(va), vocab_size=vocab)
     if not cfg.data.train or not cfg.data.val:
         raise ValueError("data.source=shards needs --data.train and --data.val globs")
