@@ -98,7 +98,7 @@ class DataConfig:
     """Token file format; auto tells shards (magic header) from headerless nanoGPT files."""
     offline_dir: str = ""
     """Folder for the offline corpus shards (train.bin, val.bin); empty uses
-    $XDG_CACHE_HOME/geomopt/offline_stdlib (default ~/.cache/geomopt/offline_stdlib)."""
+    $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""
     offline_bytes: int = 8_000_000
     """Bytes of standard-library text in the offline corpus."""
 
@@ -418,9 +418,9 @@ def _assemble(local: np.ndarray, mesh, shape) -> jax.Array:
     return jax.make_array_from_process_local_data(sharding, local, shape)
 
 
-def _default_offline_dir() -> Path:
+def _default_offline_dir(max_bytes: int) -> Path:
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "geomopt" / "offline_stdlib"
+    return Path(cache) / "geomopt" / f"offline_stdlib_{max_bytes}"
 
 
 def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
@@ -430,7 +430,7 @@ def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
             raise ValueError(
                 f"the offline corpus is byte-level (vocab 256); model vocab is {vocab}"
             )
-        folder = cfg.data.offline_dir or _default_offline_dir()
+        folder = cfg.data.offline_dir or _default_offline_dir(cfg.data.offline_bytes)
         tr, va = build_offline_corpus(folder, max_bytes=cfg.data.offline_bytes)
         return TokenData(str(tr), vocab_size=vocab), TokenData(str(va), vocab_size=vocab)
     if not cfg.data.train or not cfg.data.val:
