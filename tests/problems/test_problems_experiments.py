@@ -28,8 +28,9 @@ def test_fit_slope_recovers_power_laws():
     assert np.isnan(ex.fit_slope([10.0], [1.0]))
 
 
+@pytest.mark.slow
 def test_toy_run_is_not_overwritten_and_plots(tmp_path):
-    cfg = dataclasses.replace(ex.TOY_PRESETS["smoke"][1], root=tmp_path)
+    cfg = ex.ToyConfig(det_d=8, noise_d=4, runs=3, steps=8, log_every=2, root=tmp_path, name="tiny")
     path = ex.run_toy(cfg)
     summary = json.loads((path / "summary.json").read_text())
     assert set(summary["deterministic"]) == {"sgd", "signsgd"}
@@ -57,6 +58,9 @@ def test_sparse_noise_tiny_run(tmp_path):
     assert ex.plot_sparse_noise(path, tmp_path / "figs")[0].exists()
     with pytest.raises(RunExistsError):
         ex.run_sparse_noise(cfg)
+    (path / "marker").write_text("old run")
+    ex.run_sparse_noise(dataclasses.replace(cfg, overwrite=True), log=lambda s: None)
+    assert not (path / "marker").exists() and (path / "summary.json").exists()
 
 
 def test_config_validation():

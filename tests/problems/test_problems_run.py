@@ -15,13 +15,20 @@ def _problem(sigma0=2.0):
     return pr.separable_problem(L, sigma, np.linspace(-1.0, 2.0, 5))
 
 
+@jax.jit
+def _hand_step(prob, lr, key, t, x):
+    xi = jax.random.normal(jax.random.fold_in(key, t), x.shape, jnp.float32)
+    x = x - lr * jnp.sign(prob.grad(x) + prob.sigma * xi)
+    return x, prob.grad_l1(x)
+
+
 def _hand_signsgd(prob, lr, key, steps):
+    """x <- x - lr sign(grad f(x) + sigma xi_t), written out without optax."""
     x = prob.x0
     out = [float(prob.grad_l1(x))]
     for t in range(steps):
-        xi = jax.random.normal(jax.random.fold_in(key, t), x.shape, jnp.float32)
-        x = x - lr * jnp.sign(prob.grad(x) + prob.sigma * xi)
-        out.append(float(prob.grad_l1(x)))
+        x, s = _hand_step(prob, lr, key, t, x)
+        out.append(float(s))
     return np.array(out)
 
 
