@@ -35,13 +35,24 @@ def _run(opt, params, n_steps=4):
 @pytest.mark.parametrize(
     "ours, theirs, atol",
     [
-        (dict(method="newton_schulz"), dict(), 1e-6),
         (dict(), dict(), 1e-5),  # method="auto": same polynomial in Gram form
-        (dict(nesterov=False, momentum=0.9), dict(nesterov=False, beta=0.9), 1e-5),
         (
-            dict(shape_scaling="rms", weight_decay=0.1, adam_weight_decay=0.01),
-            dict(consistent_rms=0.2, weight_decay=0.1, adam_weight_decay=0.01),
-            1e-5,
+            dict(
+                method="newton_schulz",
+                nesterov=False,
+                momentum=0.9,
+                shape_scaling="rms",
+                weight_decay=0.1,
+                adam_weight_decay=0.01,
+            ),
+            dict(
+                nesterov=False,
+                beta=0.9,
+                consistent_rms=0.2,
+                weight_decay=0.1,
+                adam_weight_decay=0.01,
+            ),
+            1e-6,
         ),
     ],
 )
@@ -71,8 +82,6 @@ def test_label_routing_sends_embeddings_and_vectors_to_adamw(key):
     )
     for k in ("bias", "embed"):
         np.testing.assert_allclose(got[k], ref[k], atol=1e-7, rtol=0)
-    muon_only, _ = _run(muon(0.02, method="newton_schulz"), {"qkv": params["qkv"]})
-    np.testing.assert_allclose(got["qkv"], muon_only["qkv"], atol=1e-5, rtol=0)
 
 
 def test_same_shape_matrices_share_one_batched_call(key, monkeypatch):
@@ -83,13 +92,12 @@ def test_same_shape_matrices_share_one_batched_call(key, monkeypatch):
         return orthogonalize(x, **kw)
 
     monkeypatch.setattr(muon_module, "orthogonalize", counting)
-    layers = [_params(jax.random.fold_in(key, i)) for i in range(3)]
-    tree = [{k: v for k, v in layer.items() if k != "bias"} for layer in layers]
-    tree.append({"stack": jax.random.normal(key, (2, 32, 8))})  # a (2, 32, 8) stack of matrices
+    tree = [{k: v for k, v in _params(key).items() if k != "bias"}]
+    tree.append({"fc2": tree[0]["fc"] + 1.0, "stack": jax.random.normal(key, (2, 32, 8))})
     grouped = lambda t: orthogonalize_grouped(t, shape_scaling="fan_ratio", method="newton_schulz")
     out = jax.jit(grouped)(tree)
     # One call per shape up to transpose: (8, 24), (8, 32) incl. (32, 8) and the stack, (8, 8).
-    assert sorted(calls) == [(3, 8, 8), (3, 8, 24), (8, 8, 32)]
+    assert sorted(calls) == [(1, 8, 8), (1, 8, 24), (5, 8, 32)]
 
     def ref(x):
         scale = max(1.0, x.shape[-1] / x.shape[-2]) ** 0.5
@@ -141,7 +149,7 @@ def test_jitted_step_does_not_recompile_with_new_learning_rate(key):
 
 
 def test_bfloat16_compute_dtype_keeps_param_dtype(key):
-    params = _params(key)
+    params = {k: v for k, v in _params(key).items() if k in ("qkv", "bias")}
     got, state = _run(muon(0.02, compute_dtype=jnp.bfloat16), params, n_steps=2)
     ref, _ = _run(muon(0.02), params, n_steps=2)
     for k in params:

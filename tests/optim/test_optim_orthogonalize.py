@@ -1,6 +1,8 @@
 """msign by SVD and Newton-Schulz: exact polar factor, singular-value bands of the coefficient
 presets, batching, Gram form, compute dtype, optax oracle, bad input."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from geomopt.optim._orthogonalize import POLAR_EXPRESS, QUINTIC, ns_coefficients
 _ortho = jax.jit(orthogonalize, static_argnames=("method", "steps", "coeffs", "dtype", "eps"))
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
 def _well_conditioned(key, m, n, cond=10.0, batch=()):
     """A (batch..., m, n) stack with singular values spread over [1/cond, 1] (times 3)."""
     k1, k2 = jax.random.split(key)
@@ -48,7 +51,7 @@ def test_svd_rank_deficient_maps_null_space_to_zero(key):
     np.testing.assert_allclose(orthogonalize(jnp.zeros((4, 6)), method="svd"), 0.0)
 
 
-@pytest.mark.parametrize("shape", [(24, 64), (64, 24), (32, 32)])
+@pytest.mark.parametrize("shape", [(24, 64), (32, 32)])
 def test_quintic_singular_values_in_design_band(key, shape):
     g = _well_conditioned(key, *shape)
     s = _svals(_ortho(g, steps=5, coeffs="quintic"))
@@ -85,14 +88,12 @@ def test_polar_express_table_is_a_verified_minimax_composite():
 def test_batched_stack_equals_per_matrix(key, method):
     g = _well_conditioned(key, 8, 20, batch=(2, 3))
     out = _ortho(g, method=method)
-    per_matrix = jax.vmap(jax.vmap(lambda x: _ortho(x[None], method=method)[0]))(g)
-    np.testing.assert_allclose(out, per_matrix, atol=2e-6, rtol=0)
-    np.testing.assert_allclose(out[1, 2], _ortho(g[1, 2], method=method), atol=2e-6, rtol=0)
+    for i, j in [(0, 0), (1, 2)]:
+        np.testing.assert_allclose(out[i, j], _ortho(g[i, j], method=method), atol=2e-6, rtol=0)
 
 
-@pytest.mark.parametrize("shape", [(16, 48), (48, 16)])
-def test_newton_schulz_matches_optax_and_gram_form(key, shape):
-    g = jax.random.normal(key, shape)
+def test_newton_schulz_matches_optax_and_gram_form(key):
+    g = jax.random.normal(key, (16, 48))
     plain = _ortho(g, eps=1e-8)
     ref = jax.jit(optax_muon.orthogonalize_via_newton_schulz)(g, jnp.asarray(QUINTIC), eps=1e-8)
     np.testing.assert_allclose(plain, ref, atol=1e-6)
@@ -103,9 +104,9 @@ def test_newton_schulz_matches_optax_and_gram_form(key, shape):
 
 def test_custom_coefficients(key):
     g = jax.random.normal(key, (6, 10))
-    ref = _ortho(g, coeffs="quintic")
-    np.testing.assert_allclose(_ortho(g, coeffs=QUINTIC), ref, rtol=0)
-    np.testing.assert_allclose(_ortho(g, coeffs=(QUINTIC,) * 5), ref, rtol=0)
+    assert ns_coefficients(QUINTIC, 5) == ns_coefficients("quintic", 5)
+    assert ns_coefficients([QUINTIC] * 4, 4) == (QUINTIC,) * 4
+    np.testing.assert_allclose(_ortho(g, coeffs=QUINTIC), _ortho(g, coeffs="quintic"), rtol=0)
     # The classical (15/8, -10/8, 3/8) iteration converges to the exact polar factor.
     s = _svals(_ortho(_well_conditioned(key, 6, 10), steps=25, coeffs=(1.875, -1.25, 0.375)))
     np.testing.assert_allclose(s, 1.0, atol=1e-4)
