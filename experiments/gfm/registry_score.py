@@ -40,6 +40,8 @@ def plot(root: Path, figures_dir: Path) -> list[Path]:
             ax.scatter(*ref.T, s=0.5, color="0.75", alpha=0.4)
             ax.scatter(*samples.T, s=1.0, color=plotting.color("gfm"), alpha=0.6)
             ax.set_box_aspect(np.ptp(ref, axis=0))
+            if name == "swiss_roll":
+                ax.view_init(elev=15, azim=-75)  # look along the roll's axis (y)
             ax.set_axis_off()
         else:
             ax.scatter(*ref.T, s=0.5, color="0.75")
