@@ -147,7 +147,7 @@ together after a transpose, into one batched call per shape (3 calls instead of 
 compute-bound, batching alone (`--variants newton_schulz`) was about as fast as optax in our runs
 (ratio ~1.0); the saving comes from the flops. The Gram form is unstable in bfloat16, so
 `"auto"` keeps the plain iteration for 16-bit compute (e.g. `compute_dtype=jnp.bfloat16` on
-accelerators), where batching is what helps.
+accelerators); there only the batching remains (not measured here: no accelerator).
 """
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
         cfg.out.write_text(text)
