@@ -1,6 +1,6 @@
 """The matrix sign msign(G) = U V^T (the orthogonal polar factor) of a stack of matrices.
 
-Three ways to compute it over the last two axes of a ``(..., m, n)`` array:
+Methods to compute it over the last two axes of a ``(..., m, n)`` array:
 
 - ``"svd"``: exact, from the thin SVD (the theory's Muon). Directions with zero singular value map
   to zero, the matrix analogue of sign(0) = 0.
@@ -33,7 +33,7 @@ Coefficient presets for the Newton-Schulz methods (``coeffs``):
   trusting it: composing its 5 polynomials maps every s in [1e-3, 1] into [0.859, 1.141], and the
   extremes are symmetric about 1 (equioscillation, as a minimax composite must be; see the
   tests). Steps beyond the table use (15/8, -10/8, 3/8), the classical quintic Newton-Schulz
-  step that converges to 1 from within (0, sqrt(7/3)) and to which the optimal schedule tends.
+  step, which converges to 1 from anywhere in (0, sqrt(7/3)).
 - a tuple ``(a, b, c)`` repeated ``steps`` times, or a sequence of ``steps`` such tuples.
 """
 
