@@ -46,8 +46,9 @@ class GPT2Config:
     """Biases in the linear layers and LayerNorms (GPT-2 original: True; the paper: False)."""
     dropout: float = 0.0
     """Dropout rate on attention output, MLP output and embeddings (active when a key is passed)."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    """Compute dtype of the matmuls; parameters stay float32 either way."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype of the matmuls (auto: bfloat16 on accelerators, float32 on CPU);
+    parameters and optimiser state stay float32 either way."""
 
     def __post_init__(self):
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "context"):
@@ -60,8 +61,8 @@ class GPT2Config:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPT2Config.dropout={self.dropout}: expected 0 <= dropout < 1")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"GPT2Config.dtype={self.dtype!r}: expected float32 or bfloat16")
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"GPT2Config.dtype={self.dtype!r}: expected auto, float32 or bfloat16")
 
     @property
     def head_dim(self) -> int:
@@ -69,6 +70,8 @@ class GPT2Config:
 
     @property
     def compute_dtype(self):
+        if self.dtype == "auto":
+            return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
         return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
 
 
