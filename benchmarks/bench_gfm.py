@@ -73,50 +73,57 @@ def main(args: Args):
             if b == 1:
                 x0, x1 = x0[0], x1[0]
             kw = dict(score=score, lam=1.0, n_points=k)
-            _, rep_full = gfm.solve(
-                x0, x1, method="adam", max_iters=args.adam_iters, tol=1e-30, **kw
-            )
-            target = float(np.max(rep_full.residual))
             t_adam, (p_adam, r_adam) = _median_time(
-                args.repeats, x0, x1, method="adam", max_iters=args.adam_iters, tol=target, **kw
+                args.repeats, x0, x1, method="adam", max_iters=args.adam_iters, tol=1e-30, **kw
             )
-            t_lm, (p_lm, r_lm) = _median_time(args.repeats, x0, x1, method="lm", tol=target, **kw)
-            t_conv, (_, r_conv) = _median_time(args.repeats, x0, x1, method="lm", **kw)
+            t_lm, (p_lm, r_lm) = _median_time(args.repeats, x0, x1, method="lm", **kw)
+            adam_res = float(np.max(r_adam.residual))
+            t_same, (_, r_same) = _median_time(
+                args.repeats, x0, x1, method="lm", tol=adam_res, **kw
+            )
+            line = gfm.straight_line(jnp.atleast_2d(x0), jnp.atleast_2d(x1), k)
+            init_res = float(np.max(gfm.path_metrics(line, score=score)["el_residual"]))
             err = lambda p: float(
                 np.mean(gfm.path_metrics(p, manifold=torus)["manifold_error_mean"])
             )  # noqa: E731
             row = dict(
-                n_points=k, batch=b, target_residual=target,
+                n_points=k, batch=b, initial_residual=init_res,
                 adam_seconds=t_adam, adam_iterations=int(np.max(r_adam.iterations)),
-                adam_residual=float(np.max(r_adam.residual)), adam_manifold_error=err(p_adam),
+                adam_residual=adam_res, adam_manifold_error=err(p_adam),
                 lm_seconds=t_lm, lm_iterations=int(np.max(r_lm.iterations)),
                 lm_residual=float(np.max(r_lm.residual)), lm_manifold_error=err(p_lm),
+                lm_converged_all=bool(np.all(r_lm.converged)),
                 speedup=t_adam / t_lm,
-                lm_converged_seconds=t_conv, lm_converged_residual=float(np.max(r_conv.residual)),
-                lm_converged_all=bool(np.all(r_conv.converged)),
+                lm_to_adam_residual_seconds=t_same,
+                lm_to_adam_residual_iterations=int(np.max(r_same.iterations)),
             )  # fmt: skip
             print(json.dumps(row))
             rows.append(row)
     lines = [
         "# GFM: Levenberg-Marquardt (banded) vs Adam (official settings)",
         "",
-        "Time to reach the same EL residual `sqrt(mean_i |r_i|^2)` on the torus (tube potential,"
-        " sigma 0.1, lambda 1, Euclidean prior); target = the worst pair's residual after the "
-        f"official {args.adam_iters} Adam iterations. Medians of {args.repeats} warm runs, "
-        f"{args.dtype}, {jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'}).",
+        "Torus, tube potential at sigma 0.1, lambda 1, Euclidean prior, random surface pairs. "
+        f"Adam: the official lr 0.05, eps 1e-5, clip 10, {args.adam_iters} iterations. "
+        "LM: `gfm.solve(method='lm')` to its default tolerance (rounding floor of the stencil). "
+        "Adam never reaches LM's residual, so the speed-up (Adam's full run / LM to convergence) "
+        "is a lower bound on the time-to-the-same-residual ratio; the last column is LM's time "
+        "to Adam's final residual. Residual: worst pair's `sqrt(mean_i |r_i|^2)`. "
+        f"Medians of {args.repeats} warm runs, {args.dtype}, "
+        f"{jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'}).",
+        "",
         "Command: `uv run benchmarks/bench_gfm.py`",
         "",
-        "| waypoints | pairs | target residual | Adam s (iters) | LM s (iters) | speed-up |"
-        " manifold err Adam | manifold err LM | LM to convergence s (residual) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| waypoints | pairs | straight-line residual | Adam s | Adam residual | LM s (iters) |"
+        " LM residual | speed-up | manifold err Adam / LM | LM s to Adam's residual |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['n_points']} | {r['batch']} | {r['target_residual']:.3g} | "
-            f"{r['adam_seconds']:.3f} ({r['adam_iterations']}) | {r['lm_seconds']:.4f} "
-            f"({r['lm_iterations']}) | {r['speedup']:.0f}x | {r['adam_manifold_error']:.4f} | "
-            f"{r['lm_manifold_error']:.4f} | {r['lm_converged_seconds']:.4f} "
-            f"({r['lm_converged_residual']:.1e}) |"
+            f"| {r['n_points']} | {r['batch']} | {r['initial_residual']:.3g} | "
+            f"{r['adam_seconds']:.3f} | {r['adam_residual']:.3g} | {r['lm_seconds']:.4f} "
+            f"({r['lm_iterations']}) | {r['lm_residual']:.1e} | **{r['speedup']:.0f}x** | "
+            f"{r['adam_manifold_error']:.4f} / {r['lm_manifold_error']:.4f} | "
+            f"{r['lm_to_adam_residual_seconds']:.4f} |"
         )
     out = Path(args.out)
     atomic_write_bytes(out.with_suffix(".md"), ("\n".join(lines) + "\n").encode())

@@ -135,20 +135,22 @@ def plot_sigma_sweep(run_dir: Path, out: Path) -> list[Path]:
     """Manifold error and failure rate against sigma per method."""
     config, rows, _ = load_run(run_dir)
     sigmas = sorted({r["sigma"] for r in rows})
-    fig, (ax0, ax1) = figure(2, 1, width=3.4, height=2.7)[1][0]
+    fig, axes = figure(2, 1, width=3.4, height=2.7)
+    ax0, ax1 = axes[0]
     for meth in config["methods"]:
         sel = [[r for r in rows if r["method"] == meth and r["sigma"] == s] for s in sigmas]
         if not any(sel):
             continue
         err = [np.nanmean([r["manifold_error_mean"] if r["finite"] else np.nan for r in g])
                if g else np.nan for g in sel]  # fmt: skip
-        fail = [np.mean([r["failed"] for r in g]) if g else np.nan for g in sel]
+        fail = [np.mean([r["failed"] or not r["converged"] for r in g]) if g else np.nan
+                for g in sel]  # fmt: skip
         ax0.plot(sigmas, err, "o-", color=color(meth), label=METHOD_LABEL.get(meth, meth))
         ax1.plot(sigmas, fail, "o-", color=color(meth), label=METHOD_LABEL.get(meth, meth))
     ax0.set(xscale="log", yscale="log", xlabel="sigma", ylabel="mean distance to manifold",
             title=f"{config['manifold']}: manifold error")  # fmt: skip
     ax1.set(xscale="log", xlabel="sigma", ylabel="fraction failed", ylim=(-0.05, 1.05),
-            title="non-finite or off-manifold paths")  # fmt: skip
+            title="not converged, non-finite or off-manifold")  # fmt: skip
     ax1.legend(fontsize=6)
     return [save(fig, out / "gfm_sigma_sweep.png")]
 

@@ -164,13 +164,23 @@ def _lm(path0, local, window, tol, gtol, max_iters):
         jnp.zeros((k - 2, d), dtype),
     )
     one = jnp.ones((), dtype)
-    state0 = (path0, w_init, ne_init, one, 2.0 * one, jnp.asarray(0), jnp.asarray(RUNNING), True)
+    state0 = (
+        path0,
+        w_init,
+        ne_init,
+        one,
+        2.0 * one,
+        jnp.asarray(0),
+        jnp.asarray(0),
+        jnp.asarray(RUNNING),
+        True,
+    )
 
     def cond(state):
         return state[-2] == RUNNING
 
     def body(state):
-        path, w, (dg, u1, u2, g), mu, nu, it, _, first = state
+        path, w, (dg, u1, u2, g), mu, nu, it, slow, _, first = state
         eye = jnp.eye(d, dtype=dtype)
         delta = solve_block_pentadiagonal(dg + mu * eye[None], u1, u2, -g)  # zero on the first pass
         trial = path.at[1:-1].add(delta)
@@ -183,7 +193,7 @@ def _lm(path0, local, window, tol, gtol, max_iters):
         pred = 0.5 * jnp.sum(delta * (mu * delta - g))
         rho = (cost - cost_t) / pred
         ok = jnp.where(first, finite, finite & (rho > 0))
-        mu_first = 1e-3 * jnp.max(jnp.diagonal(ne_t[0], axis1=1, axis2=2))
+        mu_first = 1e-6 * jnp.max(jnp.diagonal(ne_t[0], axis1=1, axis2=2))
         mu_first = jnp.where(jnp.isfinite(mu_first) & (mu_first > 0), mu_first, one)
         mu_new = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
         mu_new = jnp.where(first, mu_first, mu_new)
@@ -193,12 +203,15 @@ def _lm(path0, local, window, tol, gtol, max_iters):
         it_n = jnp.where(first, it, it + 1)
         small = jnp.max(jnp.abs(delta)) <= xtol * (jnp.max(jnp.abs(path)) + xtol)
         code = _stop_code(_rms(w_n), jnp.max(jnp.abs(ne_n[3])), it_n, tol, gtol, max_iters)
-        code = jnp.where((code == RUNNING) & ok & small & ~first, 3, code)
+        # Stalled: 10 accepted steps in a row that each cut the cost by < 0.1% (e.g. a path
+        # pinned at a discontinuity of the force), or a negligible step.
+        slow_n = jnp.where(ok, jnp.where(cost - cost_t < 1e-3 * cost, slow + 1, 0), slow)
+        code = jnp.where((code == RUNNING) & ok & (small | (slow_n >= 10)) & ~first, 3, code)
         code = jnp.where((code == RUNNING) & (mu_new > 1e30), 4, code)
         code = jnp.where(first & ~finite, 2, code)
-        return (path_n, w_n, ne_n, mu_new, nu_new, it_n, code, False)
+        return (path_n, w_n, ne_n, mu_new, nu_new, it_n, slow_n, code, False)
 
-    path, w, _, _, _, it, code, _ = jax.lax.while_loop(cond, body, state0)
+    path, w, _, _, _, it, _, code, _ = jax.lax.while_loop(cond, body, state0)
     return path, _rms(w), it, code
 
 
