@@ -1,0 +1,23 @@
+"""Canonization of point clouds: space-filling-curve orders, covering proxies, models, data.
+
+Reproduces "When and How to Canonize: A Generalization Perspective" (Sverdlov, Friedman, Hordan,
+Dym, 2026) in JAX; see ``/work/shared/papers/canon.md``-style summary in the README.
+"""
+
+from geomopt.canon._curves import hilbert_index as hilbert_index
+from geomopt.canon._curves import hilbert_point as hilbert_point
+from geomopt.canon._curves import int_to_words as int_to_words
+from geomopt.canon._curves import morton_index as morton_index
+from geomopt.canon._curves import morton_point as morton_point
+from geomopt.canon._curves import n_words as n_words
+from geomopt.canon._curves import words_to_int as words_to_int
+from geomopt.canon._orders import ORDERS as ORDERS
+from geomopt.canon._orders import canonize as canonize
+from geomopt.canon._orders import get_order as get_order
+from geomopt.canon._orders import hilbert_order as hilbert_order
+from geomopt.canon._orders import identity_order as identity_order
+from geomopt.canon._orders import lex_order as lex_order
+from geomopt.canon._orders import morton_order as morton_order
+from geomopt.canon._orders import normalize_cloud as normalize_cloud
+from geomopt.canon._orders import quantize as quantize
+from geomopt.canon._orders import sort_by_words as sort_by_words
