@@ -1,8 +1,6 @@
 """msign by SVD and Newton-Schulz: exact polar factor, singular-value bands of the coefficient
 presets, batching, Gram form, compute dtype, optax oracle, bad input."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,16 +14,16 @@ from geomopt.optim._orthogonalize import POLAR_EXPRESS, QUINTIC, ns_coefficients
 _ortho = jax.jit(orthogonalize, static_argnames=("method", "steps", "coeffs", "dtype", "eps"))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
 def _well_conditioned(key, m, n, cond=10.0, batch=()):
-    """A (batch..., m, n) stack with singular values spread over [1/cond, 1] (times 3)."""
-    k1, k2 = jax.random.split(key)
+    """A float32 (batch..., m, n) stack with singular values spread over [3/cond, 3] (built with
+    NumPy: a jitted QR costs seconds of compile time on the CPU)."""
+    seed = int(jax.random.randint(key, (), 0, 2**30))
+    rng = np.random.default_rng(seed)
     r = min(m, n)
-    u = jnp.linalg.qr(jax.random.normal(k1, batch + (m, r)))[0]
-    v = jnp.linalg.qr(jax.random.normal(k2, batch + (n, r)))[0]
-    s = 3.0 * jnp.geomspace(1.0, 1.0 / cond, r)
-    s = s.reshape((1,) * (u.ndim - 1) + (r,))
-    return (u * s) @ jnp.swapaxes(v, -1, -2)
+    u = np.linalg.qr(rng.standard_normal(batch + (m, r)))[0]
+    v = np.linalg.qr(rng.standard_normal(batch + (n, r)))[0]
+    s = 3.0 * np.geomspace(1.0, 1.0 / cond, r)
+    return jnp.asarray((u * s) @ np.swapaxes(v, -1, -2), jnp.float32)
 
 
 def _svals(x):

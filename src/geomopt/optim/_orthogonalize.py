@@ -39,6 +39,7 @@ Coefficient presets for the Newton-Schulz methods (``coeffs``):
 
 from collections.abc import Sequence
 
+import jax
 import jax.numpy as jnp
 
 QUINTIC = (3.4445, -4.7750, 2.0315)
@@ -99,24 +100,50 @@ def _svd_sign(g, dtype):
     return (u * keep[..., None, :]) @ vt
 
 
+def _loop(body, lo: int, hi: int, steps, carry):
+    """``carry = body(carry, a, b, c)`` for the steps ``lo..hi-1`` as a ``fori_loop`` (one copy
+    of the body in the program, so compile time does not grow with the number of steps)."""
+    if hi - lo <= 0:
+        return carry
+    if hi - lo == 1:
+        return body(carry, *steps[lo])
+    table = jnp.asarray(steps[lo:hi], dtype=jnp.float32)
+
+    def loop_body(i, carry):
+        a, b, c = (table[i, j].astype(carry[0].dtype) for j in range(3))
+        return body(carry, a, b, c)
+
+    return jax.lax.fori_loop(0, hi - lo, loop_body, carry)
+
+
 def _plain_ns(x, steps):
-    for a, b, c in steps:
+    def body(carry, a, b, c):
+        (x,) = carry
         gram = x @ _mT(x)
-        x = a * x + (b * gram + c * (gram @ gram)) @ x
-    return x
+        return (a * x + (b * gram + c * (gram @ gram)) @ x,)
+
+    return _loop(body, 0, len(steps), steps, (x,))[0]
 
 
 def _gram_ns(x, steps):
     m = x.shape[-2]
     gram = x @ _mT(x)
     eye = jnp.broadcast_to(jnp.eye(m, dtype=x.dtype), gram.shape)
-    q = None
-    for k, (a, b, c) in enumerate(steps):
-        p = a * eye + b * gram + c * (gram @ gram)
-        q = p if q is None else p @ q
-        if k + 1 < len(steps):
-            gram = p @ (gram @ p)
-    return q @ x
+
+    def poly(gram, a, b, c):
+        return a * eye + b * gram + c * (gram @ gram)
+
+    def middle(carry, a, b, c):
+        gram, q = carry
+        p = poly(gram, a, b, c)
+        return p @ (gram @ p), p @ q
+
+    p = poly(gram, *steps[0])
+    if len(steps) == 1:
+        return p @ x
+    gram, q = p @ (gram @ p), p
+    gram, q = _loop(middle, 1, len(steps) - 1, steps, (gram, q))
+    return (poly(gram, *steps[-1]) @ q) @ x
 
 
 def orthogonalize(
