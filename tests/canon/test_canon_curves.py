@@ -67,7 +67,7 @@ def test_extra_levels_rotate_coordinates():
     """H_bits(q) = H_b(roll(q, bits - b)) for q < 2**b: the identity used for bits > 32."""
     rng = np.random.default_rng(0)
     q = _random_points(rng, 20, 5, 6)
-    for extra in range(1, 7):
+    for extra in (1, 2, 5):
         wide = words_to_int(np.asarray(hilbert_index(q, 6 + extra)))
         narrow = words_to_int(np.asarray(hilbert_index(np.roll(q, extra, axis=-1), 6)))
         assert list(wide) == list(narrow)
@@ -131,3 +131,11 @@ def test_out_of_range_under_jit_raises():
     f = jax.jit(lambda q: hilbert_index(q, 3))
     with pytest.raises(Exception, match="out of range"):
         jax.block_until_ready(f(jnp.asarray([[9, 0]], jnp.uint32)))
+
+
+def test_unrolled_kernel_matches_loop():
+    rng = np.random.default_rng(3)
+    q = jnp.asarray(_random_points(rng, 64, 3, 4))
+    looped = jax.jit(lambda x: hilbert_index(x, 4))(q)
+    unrolled = jax.jit(lambda x: hilbert_index(x, 4, unroll=True))(q)
+    np.testing.assert_array_equal(np.asarray(looped), np.asarray(unrolled))

@@ -4,6 +4,12 @@ Reproduces "When and How to Canonize: A Generalization Perspective" (Sverdlov, F
 Dym, 2026) in JAX; see ``/work/shared/papers/canon.md``-style summary in the README.
 """
 
+from geomopt.canon._covering import DISTANCES as DISTANCES
+from geomopt.canon._covering import assignment_distance as assignment_distance
+from geomopt.canon._covering import covering_proxy as covering_proxy
+from geomopt.canon._covering import fit_exponent as fit_exponent
+from geomopt.canon._covering import pairwise_distances as pairwise_distances
+from geomopt.canon._covering import regularity_probe as regularity_probe
 from geomopt.canon._curves import hilbert_index as hilbert_index
 from geomopt.canon._curves import hilbert_point as hilbert_point
 from geomopt.canon._curves import int_to_words as int_to_words
@@ -11,6 +17,8 @@ from geomopt.canon._curves import morton_index as morton_index
 from geomopt.canon._curves import morton_point as morton_point
 from geomopt.canon._curves import n_words as n_words
 from geomopt.canon._curves import words_to_int as words_to_int
+from geomopt.canon._data import load_modelnet_h5 as load_modelnet_h5
+from geomopt.canon._data import synthetic_clouds as synthetic_clouds
 from geomopt.canon._orders import ORDERS as ORDERS
 from geomopt.canon._orders import canonize as canonize
 from geomopt.canon._orders import get_order as get_order

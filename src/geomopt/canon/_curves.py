@@ -23,6 +23,8 @@ which lets every ``bits`` run with ``B <= 32`` levels of work.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -171,9 +173,6 @@ def _deinterleave(words: Array, d: int, b: int, dtype) -> list[Array]:
     return xs
 
 
-_LEVEL_BARRIER = True
-
-
 def _shift_words_left(words: list[Array], s: int) -> list[Array]:
     """Shift a multi-word integer (list of uint32, most significant first) left by ``s`` bits."""
     whole, s = divmod(s, 32)
@@ -191,7 +190,40 @@ def _shift_words_left(words: list[Array], s: int) -> list[Array]:
     return out
 
 
-def _hilbert_words(xs: list[Array], b: int, n_out: int) -> list[Array]:
+def _hilbert_level(xs, words, parity, level, d: int, n_out: int, barrier: bool):
+    """One level of the fused transform (``level`` may be a traced scalar)."""
+    dtype = xs[0].dtype
+    one = jnp.asarray(1, dtype)
+    zero = jnp.asarray(0, dtype)
+    bits = [(x >> level) & one for x in xs]
+    acc = None
+    digit: dict[int, Array] = {}
+    for i, bit in enumerate(bits):
+        acc = bit if acc is None else acc ^ bit
+        k, s = divmod(d - 1 - i, 32)
+        part = (acc ^ parity).astype(jnp.uint32) << s
+        digit[k] = part if k not in digit else digit[k] | part
+    words = _shift_words_left(words, d)
+    for k, part in digit.items():
+        words[n_out - 1 - k] = words[n_out - 1 - k] | part
+    parity = parity ^ acc
+    low = (one << level) - one
+    xs = list(xs)
+    for i in range(d):
+        set_mask = zero - bits[i]
+        invert = set_mask & low
+        if i == 0:
+            xs[0] = xs[0] ^ invert
+        else:
+            swap = (xs[0] ^ xs[i]) & (low & ~set_mask)
+            xs[0] = xs[0] ^ (invert | swap)
+            xs[i] = xs[i] ^ swap
+        if barrier and d > 4:
+            xs = list(jax.lax.optimization_barrier(xs))
+    return xs, words, parity
+
+
+def _hilbert_words(xs: list[Array], b: int, n_out: int, unroll: bool) -> list[Array]:
     """Skilling's AxestoTranspose + Gray code + bit interleave, fused level by level.
 
     Level ``k`` (from the top) of the transpose is final once the levels above it are done (a
@@ -201,45 +233,24 @@ def _hilbert_words(xs: list[Array], b: int, n_out: int) -> list[Array]:
     bits, xor the running parity) into the index, then invert-or-exchange the lower bits of every
     point at once, exactly as ``hilbertcurve.distance_from_point`` does bit by bit.
 
-    ``optimization_barrier`` after each level (and after each exchange when ``d > 4``) keeps
-    XLA's fusions small: without it XLA CPU's compile time and run time blow up on this long
-    chain of shared whole-word operations.
+    ``unroll=False``: a ``fori_loop`` over levels (compiles in about a second). ``unroll=True``:
+    levels unrolled, with ``optimization_barrier`` after each level (and each exchange when
+    ``d > 4``) so XLA's fusions stay small; several times faster per point on the CPU, but XLA
+    CPU then needs tens of seconds to minutes to compile (``bits * d`` in the hundreds of ops).
     """
     d = len(xs)
-    xs = list(xs)
-    dtype = xs[0].dtype
-    one = jnp.asarray(1, dtype)
-    zero = jnp.asarray(0, dtype)
     words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
-    parity = jnp.zeros(xs[0].shape, dtype)
+    parity = jnp.zeros(xs[0].shape, xs[0].dtype)
+    if not unroll:
+
+        def body(j, carry):
+            level = jnp.asarray(b - 1, xs[0].dtype) - j.astype(xs[0].dtype)
+            return _hilbert_level(*carry, level, d, n_out, barrier=False)
+
+        return jax.lax.fori_loop(0, b, body, (list(xs), words, parity))[1]
     for level in range(b - 1, -1, -1):
-        bits = [(x >> level) & one for x in xs]
-        acc = None
-        digit: dict[int, Array] = {}
-        for i, bit in enumerate(bits):
-            acc = bit if acc is None else acc ^ bit
-            k, s = divmod(d - 1 - i, 32)
-            part = (acc ^ parity).astype(jnp.uint32) << s
-            digit[k] = part if k not in digit else digit[k] | part
-        words = _shift_words_left(words, d)
-        for k, part in digit.items():
-            words[n_out - 1 - k] = words[n_out - 1 - k] | part
-        parity = parity ^ acc
-        if level:
-            low = jnp.asarray((1 << level) - 1, dtype)
-            for i in range(d):
-                set_mask = zero - bits[i]
-                invert = set_mask & low
-                if i == 0:
-                    xs[0] = xs[0] ^ invert
-                else:
-                    swap = (xs[0] ^ xs[i]) & (low & ~set_mask)
-                    xs[0] = xs[0] ^ (invert | swap)
-                    xs[i] = xs[i] ^ swap
-                if d > 4:
-                    xs = list(jax.lax.optimization_barrier(xs))
-        if _LEVEL_BARRIER:
-            xs, words, parity = jax.lax.optimization_barrier((list(xs), words, parity))
+        xs, words, parity = _hilbert_level(xs, words, parity, level, d, n_out, barrier=True)
+        xs, words, parity = jax.lax.optimization_barrier((list(xs), words, parity))
     return words
 
 
@@ -279,13 +290,16 @@ def _roll(xs: list[Array], shift: int) -> list[Array]:
     return xs[d - s :] + xs[: d - s] if s else list(xs)
 
 
-def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W"]:
+def hilbert_index(
+    q: Integer[Array, "... d"], bits: int, *, unroll: bool = False
+) -> UInt32[Array, "... W"]:
     """Hilbert index of integer points ``q`` in ``[0, 2**bits)^d``, as ``uint32`` words.
 
     Equals ``HilbertCurve(bits, d).distance_from_point(q)`` of the PyPI ``hilbertcurve``
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
-    static.
+    static. ``unroll=True`` unrolls the loop over levels: faster on large batches (the
+    benchmark setting) but slow to compile; the default loop compiles in about a second.
 
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
     (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
@@ -294,11 +308,15 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
     q = _check_coords(q, bits, "hilbert_index")
+    return _hilbert_kernel(q, bits, unroll)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _hilbert_kernel(q, bits: int, unroll: bool):
     dtype = _work_dtype(q.dtype)
-    width = 8 * dtype.itemsize
-    b = min(bits, width)
+    b = min(bits, 8 * dtype.itemsize)
     xs = _roll(_split(q, dtype), bits - b)
-    return _stack_last(_hilbert_words(xs, b, n_words(d, bits)))
+    return _stack_last(_hilbert_words(xs, b, n_words(q.shape[-1], bits), unroll))
 
 
 def _check_words(h, d: int, bits: int, name: str):
