@@ -14,7 +14,7 @@ def x64():
         yield
 
 
-@pytest.mark.parametrize("n", [1, 6])
+@pytest.mark.parametrize("n", [pytest.param(1, marks=pytest.mark.slow), 6])
 def test_block_tridiagonal_matches_dense(n):
     m = 3
     k = jax.random.split(jax.random.key(n), 4)
