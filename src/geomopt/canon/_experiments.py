@@ -33,9 +33,9 @@ class CoveringConfig:
 
     dims: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
     """Point dimensions d of the sweep over d."""
-    n_train: int = 64
+    n_train: int = 48
     """Training clouds in the sweep over d."""
-    n_train_sweep: tuple[int, ...] = (8, 16, 32, 64)
+    n_train_sweep: tuple[int, ...] = (6, 12, 24, 48)
     """Training-set sizes of the sweep over the number of clouds (at dimension ``sweep_dim``)."""
     sweep_dim: int = 3
     """Dimension of the sweep over training-set size."""
@@ -65,7 +65,7 @@ class RegularityConfig:
     """Canonizations probed."""
     eps: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
     """Perturbation sizes (standard deviation of the Gaussian noise added to every point)."""
-    n_clouds: int = 8
+    n_clouds: int = 6
     """Clouds probed per dimension."""
     n_points: int = 64
     """Points per cloud."""
