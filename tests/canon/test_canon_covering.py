@@ -57,3 +57,23 @@ def test_regularity_probe_lex_vs_identity():
     hil = regularity_probe(clouds, "hilbert", eps, n_perturb=2, bits=8)
     assert hil["rows"][-1]["changed"] > 0
     assert fit_exponent([1, 2, 4], [3, 6, 12]) == pytest.approx(1.0)
+
+
+def test_covering_and_regularity_runs_write_complete_folders(tmp_path):
+    from geomopt.canon._experiments import (
+        CoveringConfig,
+        RegularityConfig,
+        run_covering,
+        run_regularity,
+    )
+    from geomopt.runs import load_run
+
+    cov = CoveringConfig(dims=(2, 3), n_train=4, n_train_sweep=(2, 4), n_test=2, n_points=8,
+                         n_classes=2, name="t")  # fmt: skip
+    _, rows, summary = load_run(run_covering(cov, tmp_path))
+    assert len(rows) == 4 and {"lex_exp_rate", "hilbert_poly_degree"} <= set(summary)
+    assert all(r["wass"] <= r["lex"] + 1e-6 for r in rows)
+    reg = RegularityConfig(dims=(2,), eps=(1e-3, 1e-2), n_clouds=2, n_points=8, n_perturb=1,
+                           name="t")  # fmt: skip
+    _, rows, summary = load_run(run_regularity(reg, tmp_path))
+    assert len(rows) == 6 and "hilbert_d2_exponent" in summary
