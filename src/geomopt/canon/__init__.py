@@ -1,7 +1,7 @@
 """Canonization of point clouds: space-filling-curve orders, covering proxies, models, data.
 
 Reproduces "When and How to Canonize: A Generalization Perspective" (Sverdlov, Friedman, Hordan,
-Dym, 2026) in JAX; see ``/work/shared/papers/canon.md``-style summary in the README.
+Dym, 2026) in JAX; experiments and measured results: ``experiments/canon/README.md``.
 """
 
 from geomopt.canon._covering import DISTANCES as DISTANCES
