@@ -23,6 +23,64 @@ __all__ = [
 ]
 
 
+def _gauss_jordan(a, b):
+    """Solve ``a x = b`` for small ``(m, m)`` / ``(m, c)`` blocks by unpivoted Gauss-Jordan.
+
+    Unrolled over the ``m`` columns with plain elementwise ops (no LAPACK call), so inside a
+    ``lax.scan`` step and under ``vmap`` it is a handful of fused vector ops instead of one
+    batched LU call per step (the LU call dominated the per-iteration cost of batched LM).
+    Needs non-zero leading principal minors, which SPD blocks (damped normal equations and
+    their Schur complements) always have.
+    """
+    m = a.shape[-1]
+    aug = jnp.concatenate([a, b], axis=-1)
+    for j in range(m):
+        row = aug[..., j, :] / aug[..., j, j : j + 1]
+        aug = aug - aug[..., :, j : j + 1] * row[..., None, :]
+        aug = aug.at[..., j, :].set(row)
+    return aug[..., m:]
+
+
+def _mm_small(a, b):
+    """``a @ b`` for tiny matrices as a broadcast multiply-sum (fuses; no GEMM call)."""
+    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+
+
+def _mv_small(a, x):
+    return jnp.sum(a * x[..., None, :], axis=-1)
+
+
+def _thomas(lower, diag, upper, rhs, small_solve, unrolled=False):
+    n, m, _ = diag.shape
+    zero = jnp.zeros((1, m, m), diag.dtype)
+    lower_p = jnp.concatenate([zero, lower], axis=0)
+    upper_p = jnp.concatenate([upper, zero], axis=0)
+
+    def forward(carry, blocks):
+        c_prev, d_prev = carry
+        low, dia, up, b = blocks
+        if unrolled:
+            pivot = dia - _mm_small(low, c_prev)
+            b = b - _mv_small(low, d_prev)
+        else:
+            pivot = dia - low @ c_prev
+            b = b - low @ d_prev
+        sol = small_solve(pivot, jnp.concatenate([up, b[:, None]], axis=1))
+        c, d = sol[:, :m], sol[:, m]
+        return (c, d), (c, d)
+
+    init = (jnp.zeros((m, m), diag.dtype), jnp.zeros((m,), diag.dtype))
+    _, (cs, ds) = jax.lax.scan(forward, init, (lower_p, diag, upper_p, rhs))
+
+    def backward(x_next, blocks):
+        c, d = blocks
+        x = d - (_mv_small(c, x_next) if unrolled else c @ x_next)
+        return x, x
+
+    _, xs = jax.lax.scan(backward, jnp.zeros((m,), diag.dtype), (cs, ds), reverse=True)
+    return xs
+
+
 def solve_block_tridiagonal(
     lower: Float[Array, "n-1 m m"],
     diag: Float[Array, "n m m"],
@@ -42,28 +100,7 @@ def solve_block_tridiagonal(
             f"{rhs.shape}: expected ({n - 1}, {m}, {m}), ({n}, {m}, {m}), ({n - 1}, {m}, {m}), "
             f"({n}, {m})"
         )
-    zero = jnp.zeros((1, m, m), diag.dtype)
-    lower_p = jnp.concatenate([zero, lower], axis=0)
-    upper_p = jnp.concatenate([upper, zero], axis=0)
-
-    def forward(carry, blocks):
-        c_prev, d_prev = carry
-        low, dia, up, b = blocks
-        pivot = dia - low @ c_prev
-        sol = jnp.linalg.solve(pivot, jnp.concatenate([up, (b - low @ d_prev)[:, None]], axis=1))
-        c, d = sol[:, :m], sol[:, m]
-        return (c, d), (c, d)
-
-    init = (jnp.zeros((m, m), diag.dtype), jnp.zeros((m,), diag.dtype))
-    _, (cs, ds) = jax.lax.scan(forward, init, (lower_p, diag, upper_p, rhs))
-
-    def backward(x_next, blocks):
-        c, d = blocks
-        x = d - c @ x_next
-        return x, x
-
-    _, xs = jax.lax.scan(backward, jnp.zeros((m,), diag.dtype), (cs, ds), reverse=True)
-    return xs
+    return _thomas(lower, diag, upper, rhs, jnp.linalg.solve)
 
 
 def solve_block_pentadiagonal(
@@ -71,14 +108,25 @@ def solve_block_pentadiagonal(
     upper1: Float[Array, "n-1 m m"],
     upper2: Float[Array, "n-2 m m"],
     rhs: Float[Array, "n m"],
+    *,
+    method: str = "auto",
 ) -> Float[Array, "n m"]:
     """Solve ``A x = rhs`` for a symmetric block-pentadiagonal ``A`` (e.g. ``J^T J + mu I``).
 
     ``upper1[i] = A[i, i+1]``, ``upper2[i] = A[i, i+2]``; the lower blocks are their transposes.
+
     Pairs of block rows are grouped into ``2m`` blocks (padding an odd ``n`` with an identity
-    block that decouples) and solved by :func:`solve_block_tridiagonal`.
+    block that decouples) and solved by the block Thomas recursion (``lax.scan`` over ``n/2``
+    steps, ``O(n m^3)``). Each ``2m x 2m`` pivot is solved by an unrolled, unpivoted
+    Gauss-Jordan elimination (:func:`_gauss_jordan`) and the block products are written as
+    broadcast multiply-sums, so a scan step is a few fused vector ops rather than LAPACK/GEMM
+    calls on tiny matrices. This needs non-singular leading block minors (true for SPD ``A``).
+    ``method`` is kept for API stability: only ``"thomas"`` (= ``"auto"``) exists; a dense LU
+    of the assembled matrix was measured slower on CPU even at 90 unknowns.
     """
     n, m, _ = diag.shape
+    if method not in ("auto", "thomas"):
+        raise ValueError(f"method {method!r}: expected 'auto' or 'thomas'")
     if n == 1:
         return jnp.linalg.solve(diag[0], rhs[0])[None]
     if n == 2:
@@ -114,7 +162,7 @@ def solve_block_pentadiagonal(
         axis=1,
     )
     big_lower = jnp.swapaxes(big_upper, 1, 2)
-    x = solve_block_tridiagonal(big_lower, big_diag, big_upper, rhs_p.reshape(p, 2 * m))
+    x = _thomas(big_lower, big_diag, big_upper, rhs_p.reshape(p, 2 * m), _gauss_jordan, True)
     return x.reshape(2 * p, m)[:n]
 
 
