@@ -561,8 +561,8 @@ def plot_sparse_noise(run_dir: Path, out_dir: Path) -> list[Path]:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("dimension d")
-    ax.set_ylabel(f"grad. evaluations to avg E||grad f||_1 <= {config['eps']:g}")
-    ax.set_title("sparse (phi = 1/d) vs dense (phi = 1), same ||sigma||_1")
+    ax.set_ylabel(f"grad. evals to avg E||grad f||_1 <= {config['eps']:g}")
+    ax.set_title("sparse (phi=1/d) vs dense (phi=1), same ||sigma||_1", fontsize=9)
     ax.legend(fontsize=6)
     ax = axes[0, 1]
     for name in config["optimizers"]:
@@ -582,7 +582,7 @@ def plot_sparse_noise(run_dir: Path, out_dir: Path) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xlabel("noise density phi")
     ax.set_ylabel("gradient evaluations")
-    ax.set_title(f"d = {config['phi_d']}, phi swept from 1/d to 1")
+    ax.set_title(f"d = {config['phi_d']}, phi swept from 1/d to 1", fontsize=9)
     ax.legend(fontsize=6)
     return [plotting.save(fig, Path(out_dir) / "sparse_noise_scaling.png")]
 
