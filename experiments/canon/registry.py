@@ -62,3 +62,33 @@ EXPERIMENTS = [
         command="uv run experiments/canon/regularity.py quick",
     ),
 ]
+
+
+def _classify_run(preset: str, root: Path, overwrite: bool):
+    from geomopt.canon._classify import run_classify
+
+    return run_classify(_load("classify").PRESETS[preset][1].sweep, root, overwrite=overwrite)
+
+
+def _classify_plot(root: Path, figures_dir: Path):
+    from geomopt.canon._classify import plot_classify
+
+    runs = [
+        p for p in (Path(root) / "canon" / "classify").glob("*") if (p / "summary.json").exists()
+    ]
+    if not runs:
+        return []
+    latest = max(runs, key=lambda p: (p / "summary.json").stat().st_mtime)
+    return [plot_classify(latest, Path(figures_dir) / "canon" / "classify.png")]
+
+
+EXPERIMENTS.append(
+    Experiment(
+        name="canon/classify",
+        description="test accuracy / generalization gap of canonized, unsorted, group-averaged "
+        "and DeepSets models vs d and training-set size",
+        run=_classify_run,
+        plot=_classify_plot,
+        command="uv run experiments/canon/classify.py quick",
+    )
+)

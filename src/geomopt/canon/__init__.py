@@ -4,6 +4,12 @@ Reproduces "When and How to Canonize: A Generalization Perspective" (Sverdlov, F
 Dym, 2026) in JAX; experiments and measured results: ``experiments/canon/README.md``.
 """
 
+from geomopt.canon._classify import ClassifyConfig as ClassifyConfig
+from geomopt.canon._classify import TrainConfig as TrainConfig
+from geomopt.canon._classify import accuracy as accuracy
+from geomopt.canon._classify import plot_classify as plot_classify
+from geomopt.canon._classify import run_classify as run_classify
+from geomopt.canon._classify import train_models as train_models
 from geomopt.canon._covering import DISTANCES as DISTANCES
 from geomopt.canon._covering import assignment_distance as assignment_distance
 from geomopt.canon._covering import covering_proxy as covering_proxy
@@ -19,6 +25,14 @@ from geomopt.canon._curves import n_words as n_words
 from geomopt.canon._curves import words_to_int as words_to_int
 from geomopt.canon._data import load_modelnet_h5 as load_modelnet_h5
 from geomopt.canon._data import synthetic_clouds as synthetic_clouds
+from geomopt.canon._models import MODEL_KINDS as MODEL_KINDS
+from geomopt.canon._models import ORDER_PRESETS as ORDER_PRESETS
+from geomopt.canon._models import CanonMLP as CanonMLP
+from geomopt.canon._models import DeepSets as DeepSets
+from geomopt.canon._models import GroupAveraged as GroupAveraged
+from geomopt.canon._models import ModelConfig as ModelConfig
+from geomopt.canon._models import make_model as make_model
+from geomopt.canon._models import point_dropout as point_dropout
 from geomopt.canon._orders import ORDERS as ORDERS
 from geomopt.canon._orders import canonize as canonize
 from geomopt.canon._orders import get_order as get_order
