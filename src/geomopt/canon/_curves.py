@@ -14,6 +14,9 @@ whole-word ``uint32`` operations (a mask from the level's bit, an xor-swap under
 pass over all points is a short, static, branch-free chain of vectorised integer operations that
 XLA fuses into one loop. The Gray code of the transpose is a prefix-xor computed with five shifts.
 The loops over levels and dimensions are Python loops over static sizes (they unroll at trace time).
+For ``d <= 4`` the per-level step is instead a precomputed finite-state table (state = the
+signed permutation accumulated by the exchanges/inversions, plus the Gray-code parity), several
+levels per gather; see :func:`_hilbert_words_table`.
 
 Levels above the coordinates' bit width (``bits > 32`` with 32-bit coordinates) hold only zero
 bits; at such a level Skilling's step exchanges ``x_0`` with every ``x_i`` in turn, which rotates
@@ -298,8 +301,10 @@ def hilbert_index(
     Equals ``HilbertCurve(bits, d).distance_from_point(q)`` of the PyPI ``hilbertcurve``
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
-    static. ``unroll=True`` unrolls the loop over levels: faster on large batches (the
-    benchmark setting) but slow to compile; the default loop compiles in about a second.
+    static. For ``d <= 4`` a table-driven state machine is used (one small-table gather per
+    2-3 levels; fast and quick to compile; ``unroll`` is ignored). For ``d > 4`` the levels run
+    in a loop; ``unroll=True`` unrolls it: faster on large batches but slow to compile (minutes
+    on XLA CPU); the default loop compiles in seconds.
 
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
     (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
@@ -316,7 +321,106 @@ def _hilbert_kernel(q, bits: int, unroll: bool):
     dtype = _work_dtype(q.dtype)
     b = min(bits, 8 * dtype.itemsize)
     xs = _roll(_split(q, dtype), bits - b)
-    return _stack_last(_hilbert_words(xs, b, n_words(q.shape[-1], bits), unroll))
+    n_out = n_words(q.shape[-1], bits)
+    if q.shape[-1] <= _TABLE_MAX_D:
+        return _stack_last(_hilbert_words_table(xs, b, n_out))
+    return _stack_last(_hilbert_words(xs, b, n_out, unroll))
+
+
+# Table-driven encoder (small d). Skilling's per-level step acts on the bits below the level as
+# a signed permutation of the coordinates (x_j <- x_{p(j)} xor f_j), and the Gray-code correction
+# carries one parity bit; so (p, f, parity) is a finite state, and one level maps (state, the d
+# raw bits of the level) to (the d index bits, next state). The states reachable from the
+# identity are enumerated by breadth-first search (2, 8, 48, 384 states for d = 1..4; the whole
+# signed-permutation group times the parity, so the tables grow like d! 2^d and the loop
+# encoder is used for d > 4). ``k`` levels are composed into one table so one gather emits
+# ``k * d`` index bits; ``k`` is the largest with at most ``_TABLE_MAX_ENTRIES`` entries.
+_TABLE_MAX_D = 4
+_TABLE_MAX_ENTRIES = 1 << 17
+
+
+@functools.cache
+def _level_table(d: int) -> np.ndarray:
+    """``(S, 2**d)`` table: entry = digit | next_state << d, for raw level bits
+    ``m = sum_i bit_i << (d-1-i)``; state 0 is the identity transform with parity 0."""
+    start = (tuple(range(d)), (0,) * d, 0)
+    index = {start: 0}
+    states = [start]
+    rows = []
+    while len(rows) < len(states):
+        perm, flip, parity = states[len(rows)]
+        row = np.zeros(2**d, np.int64)
+        for m in range(2**d):
+            raw = [(m >> (d - 1 - i)) & 1 for i in range(d)]
+            seen = [raw[perm[j]] ^ flip[j] for j in range(d)]  # this level's transformed bits
+            acc, digit = 0, 0
+            for i in range(d):  # Gray code (prefix xor) and the parity correction
+                acc ^= seen[i]
+                digit |= (acc ^ parity) << (d - 1 - i)
+            p, f = list(perm), list(flip)
+            for i in range(d):  # Skilling: invert x_0 or exchange x_0 and x_i below the level
+                if seen[i]:
+                    f[0] ^= 1
+                elif i:
+                    p[0], p[i] = p[i], p[0]
+                    f[0], f[i] = f[i], f[0]
+            nxt = (tuple(p), tuple(f), parity ^ acc)
+            if nxt not in index:
+                index[nxt] = len(states)
+                states.append(nxt)
+            row[m] = digit | (index[nxt] << d)
+        rows.append(row)
+    return np.stack(rows)
+
+
+@functools.cache
+def _group_table(d: int, k: int) -> np.ndarray:
+    """``k`` levels composed: flat ``uint32`` table indexed by ``state << (k d) | m_1 .. m_k``
+    (first level most significant), entry = ``k d`` index bits | next_state << (k d)."""
+    one = _level_table(d)
+    mask = (1 << d) - 1
+    state = np.broadcast_to(np.arange(one.shape[0])[:, None], (one.shape[0], 1))
+    digits = np.zeros_like(state)
+    for _ in range(k):
+        e = one[state[:, :, None], np.arange(2**d)[None, None, :]]
+        digits = ((digits[:, :, None] << d) | (e & mask)).reshape(one.shape[0], -1)
+        state = (e >> d).reshape(one.shape[0], -1)
+    return (digits | (state << (k * d))).reshape(-1).astype(np.uint32)
+
+
+def _levels_per_gather(d: int) -> int:
+    n_states = _level_table(d).shape[0]
+    k = 1
+    while n_states * 2 ** ((k + 1) * d) <= _TABLE_MAX_ENTRIES:
+        k += 1
+    return k
+
+
+def _hilbert_words_table(xs: list[Array], b: int, n_out: int) -> list[Array]:
+    """Same words as :func:`_hilbert_words`, by ``ceil(b / k)`` table lookups per point (levels
+    unrolled; a few integer ops and one small-table gather per group, so it compiles fast)."""
+    d = len(xs)
+    k = _levels_per_gather(d)
+    groups = ([b % k] if b % k else []) + [k] * (b // k)
+    words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
+    state = jnp.zeros(xs[0].shape, jnp.uint32)
+    top = b
+    for g in groups:
+        table = jnp.asarray(_group_table(d, g))
+        m = None
+        for j in range(g):
+            level = top - 1 - j
+            for i in range(d):
+                pos = d * (g - 1 - j) + (d - 1 - i)
+                bit = ((xs[i] >> level) & jnp.asarray(1, xs[i].dtype)).astype(jnp.uint32)
+                part = bit << pos if pos else bit
+                m = part if m is None else m | part
+        entry = table.at[(state << (g * d)) | m].get(mode="promise_in_bounds")
+        words = _shift_words_left(words, g * d)
+        words[-1] = words[-1] | (entry & jnp.uint32((1 << (g * d)) - 1))
+        state = entry >> (g * d)
+        top -= g
+    return words
 
 
 def _check_words(h, d: int, bits: int, name: str):
