@@ -47,7 +47,7 @@ def test_unsorted_not_invariant(key, cloud):
 
 
 def test_group_average_over_all_permutations_is_invariant(key):
-    p = 4
+    p = 3
     x = jax.random.uniform(jax.random.key(5), (p, 2))
     base = CanonMLP(p, 2, C, CFG, order="identity", key=key)
     perms = jnp.array(list(itertools.permutations(range(p))))
@@ -55,10 +55,10 @@ def test_group_average_over_all_permutations_is_invariant(key):
     def full_avg(c):
         return jnp.mean(jax.vmap(lambda q: base(c[q]))(perms), axis=0)
 
-    np.testing.assert_allclose(full_avg(x), full_avg(x[jnp.array([2, 0, 3, 1])]), atol=1e-5)
+    np.testing.assert_allclose(full_avg(x), full_avg(x[jnp.array([2, 0, 1])]), atol=1e-5)
     # the Monte-Carlo model with large K approaches the full group average (within 5 standard
     # errors of the permutation-sample mean)
-    k = 300
+    k = 200
     gk = GroupAveraged(p, 2, C, ModelConfig(**{**CFG.__dict__, "n_perms": k}), key=key)
     sd = np.asarray(jnp.std(jax.vmap(lambda q: base(x[q]))(perms), axis=0))
     np.testing.assert_array_less(np.abs(np.asarray(gk(x) - full_avg(x))), 5 * sd / np.sqrt(k))
