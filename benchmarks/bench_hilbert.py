@@ -6,12 +6,13 @@ Side by side in one run, on the CPU: ``geomopt`` (jitted, 10^6 points), ``numpy-
 reported as not installable on 3.11). Every tool's indices are checked against ours on the
 subsample. Medians over repeats; results go to ``benchmarks/results/hilbert.md``.
 
-    uv run benchmarks/bench_hilbert.py            # 3-D/16 bits and 8-D/10 bits, 10^6 points
+    uv run benchmarks/bench_hilbert.py            # 3-D/16, 8-D/10 and 8-D/8 bits, 10^6 points
     uv run benchmarks/bench_hilbert.py --n 100000 # quicker
 """
 
 import argparse
 import importlib.util
+import os
 import platform
 import sys
 import time
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geomopt.canon import hilbert_index, words_to_int
+from geomopt.canon import _curves, hilbert_index, words_to_int
 
 
 def median_time(fn, repeats: int) -> float:
@@ -81,14 +82,22 @@ def bench_case(
     return row
 
 
+def mode_name(r: dict) -> str:
+    if r["d"] <= _curves._TABLE_MAX_D:
+        return "table"
+    return "unrolled" if r["unroll"] else "loop"
+
+
 def to_markdown(rows: list[dict], args) -> str:
     lines = [
         "# Hilbert encoding throughput (CPU)",
         "",
         f"Command: `uv run benchmarks/bench_hilbert.py --n {args.n}`. "
         f"JAX {jax.__version__}, Python {platform.python_version()}, "
-        f"{jax.devices()[0].device_kind}, 2 cores shared with other jobs (timings are noisy; "
-        "each row's tools run back to back so its ratios are like for like).",
+        f"{jax.devices()[0].device_kind}, 2 cores shared with other jobs (load average "
+        f"{args.load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; timings are noisy, "
+        "each row's tools run back to back so its ratios are like for like). Modes: table = "
+        "state-machine lookups (d <= 4), loop = Skilling's level loop (d > 4).",
         "",
         "| d | bits | geomopt mode | geomopt (ns/pt) | numpy-hilbert-curve (ns/pt) "
         "| hilbertcurve (ns/pt) | speed-up vs numpy-hilbert-curve | vs hilbertcurve "
@@ -100,7 +109,7 @@ def to_markdown(rows: list[dict], args) -> str:
         nh_s = f"{nh:.0f}" if nh else r.get("numpy_hilbert_note", "-")
         ratio = f"{nh / r['geomopt_ns']:.0f}x" if nh else "n/a"
         lines.append(
-            f"| {r['d']} | {r['bits']} | {'unrolled' if r['unroll'] else 'loop'} | "
+            f"| {r['d']} | {r['bits']} | {mode_name(r)} | "
             f"{r['geomopt_ns']:.1f} | {nh_s} | "
             f"{r['hilbertcurve_ns']:.0f} | {ratio} | "
             f"{r['hilbertcurve_ns'] / r['geomopt_ns']:.0f}x | {r['compile_s']:.0f} |"
@@ -135,16 +144,18 @@ def main(argv=None) -> int:
     p.add_argument(
         "--unroll-max-bits",
         type=int,
-        default=48,
-        help="also time unroll=True when d*bits is at most this (its XLA compile takes minutes)",
+        default=0,
+        help="also time unroll=True (d > 4 only) when d*bits is at most this (slow compile)",
     )
-    p.add_argument("--cases", default="3:16,8:10", help="d:bits pairs")
+    p.add_argument("--cases", default="3:16,8:10,8:8", help="d:bits pairs")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "hilbert.md"))
     args = p.parse_args(argv)
+    args.load = os.getloadavg()
     rows = []
     for case in args.cases.split(","):
         d, bits = map(int, case.split(":"))
-        for unroll in (False, True) if d * bits <= args.unroll_max_bits else (False,):
+        long = d > _curves._TABLE_MAX_D and d * bits <= args.unroll_max_bits
+        for unroll in (False, True) if long else (False,):
             row = bench_case(
                 d, bits, args.n, args.n_python, min(args.n_numpy, args.n), args.repeats, unroll
             )
