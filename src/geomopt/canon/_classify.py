@@ -261,6 +261,16 @@ def run_classify(cfg: ClassifyConfig, root: str | Path, *, overwrite: bool = Fal
     return run.path
 
 
+_COLORS = {
+    "hilbert": "tab:red",
+    "lex": "tab:orange",
+    "morton": "tab:brown",
+    "unsorted": "tab:purple",
+    "group_avg": "tab:blue",
+    "deepsets": "tab:green",
+}
+
+
 def plot_classify(run_dir: str | Path, out: str | Path) -> Path:
     """Figure: test accuracy and generalization gap vs d and vs training fraction (mean +- std)."""
     from geomopt import plotting
@@ -278,7 +288,7 @@ def plot_classify(run_dir: str | Path, out: str | Path) -> Path:
                 ax = axes[row, col]
                 m = np.array([r[metric + "_mean"] for r in rs])
                 s = np.array([r[metric + "_std"] for r in rs])
-                c = plotting.color(kind)
+                c = _COLORS.get(kind, plotting.color(kind))
                 ax.plot(xs, m, marker="o", ms=3, color=c, label=kind)
                 plotting.band(ax, xs, m - s, m + s, label_color=c)
                 ax.set_xlabel(xlabel)
