@@ -15,8 +15,8 @@ vmaps over clouds. Dropout is active only when a ``key`` is passed (training).
   points, ``f_K(X) = (1/K) sum_k f(X[pi_k])`` (a Monte-Carlo estimate of the permutation-group
   average, exactly invariant only as K covers the group). Training draws fresh permutations
   from the dropout key; evaluation uses ``K`` fixed permutations from ``perm_seed``.
-- :class:`DeepSets`: a shared per-point MLP on the Fourier features, sum pooling, MLP head
-  (structurally invariant).
+- :class:`DeepSets`: a shared per-point MLP on the Fourier features, sum pooling (scaled by
+  ``1/P``, i.e. the mean, to keep activations O(1)), MLP head (structurally invariant).
 """
 
 from __future__ import annotations
