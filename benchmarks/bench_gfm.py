@@ -167,6 +167,11 @@ def write_markdown(rows, args):
         "is a lower bound on the time-to-the-same-residual ratio; the last two columns are LM's "
         "time to Adam's final residual and Adam's time over it. Residual: worst pair's "
         "`sqrt(mean_i |r_i|^2)`; a batch runs until its slowest pair stops. "
+        "The 'solver loop only' column times `minimise_path` (the code `gfm.solve` runs) under "
+        "a plain `jax.jit(vmap(...))` for both methods: `gfm.solve` adds a fixed few ms per call "
+        "(input checks with host syncs, straight-line set-up outside jit, `eqx.filter_jit` "
+        "dispatch, initial-path validity checks, report building), which dominates LM on one "
+        "pair. The load average (2 shared cores) is given per row: timings are noisy. "
         f"Medians of {args.repeats} warm runs, {args.dtype}, "
         f"{jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'}).",
         "",
