@@ -97,7 +97,7 @@ def to_markdown(rows: list[dict], args) -> str:
         f"{jax.devices()[0].device_kind}, 2 cores shared with other jobs (load average "
         f"{args.load[0]:.1f} before, {os.getloadavg()[0]:.1f} after; timings are noisy, "
         "each row's tools run back to back so its ratios are like for like). Modes: table = "
-        "state-machine lookups (d <= 4), loop = Skilling's level loop (d > 4).",
+        "state-machine lookups (d <= 4), loop = Skilling's level loop in lax.map chunks (d > 4).",
         "",
         "| d | bits | geomopt mode | geomopt (ns/pt) | numpy-hilbert-curve (ns/pt) "
         "| hilbertcurve (ns/pt) | speed-up vs numpy-hilbert-curve | vs hilbertcurve "
