@@ -193,6 +193,19 @@ def _shift_words_left(words: list[Array], s: int) -> list[Array]:
     return out
 
 
+def _invert_or_swap(xs: list[Array], i: int, set_mask: Array, low: Array) -> None:
+    """Skilling's per-bit step, in place on ``xs``: where bit ``i`` is set (``set_mask`` all
+    ones) invert the ``low`` bits of ``xs[0]``, else exchange the ``low`` bits of ``xs[0]`` and
+    ``xs[i]``. The step is its own inverse, so encoding and decoding share it."""
+    invert = set_mask & low
+    if i == 0:
+        xs[0] = xs[0] ^ invert
+    else:
+        swap = (xs[0] ^ xs[i]) & (low & ~set_mask)
+        xs[0] = xs[0] ^ (invert | swap)
+        xs[i] = xs[i] ^ swap
+
+
 def _hilbert_level(xs, words, parity, level, d: int, n_out: int, barrier: bool):
     """One level of the fused transform (``level`` may be a traced scalar)."""
     dtype = xs[0].dtype
@@ -213,14 +226,7 @@ def _hilbert_level(xs, words, parity, level, d: int, n_out: int, barrier: bool):
     low = (one << level) - one
     xs = list(xs)
     for i in range(d):
-        set_mask = zero - bits[i]
-        invert = set_mask & low
-        if i == 0:
-            xs[0] = xs[0] ^ invert
-        else:
-            swap = (xs[0] ^ xs[i]) & (low & ~set_mask)
-            xs[0] = xs[0] ^ (invert | swap)
-            xs[i] = xs[i] ^ swap
+        _invert_or_swap(xs, i, zero - bits[i], low)
         if barrier and d > 4:
             xs = list(jax.lax.optimization_barrier(xs))
     return xs, words, parity
@@ -276,13 +282,7 @@ def _transpose_to_axes(xs: list[Array], b: int) -> list[Array]:
         low = jnp.asarray((1 << level) - 1, dtype)
         for i in range(d - 1, -1, -1):
             set_mask = jnp.asarray(0, dtype) - ((xs[i] >> level) & jnp.asarray(1, dtype))
-            invert = set_mask & low
-            if i == 0:
-                xs[0] = xs[0] ^ invert
-            else:
-                swap = (xs[0] ^ xs[i]) & (low & ~set_mask)
-                xs[0] = xs[0] ^ (invert | swap)
-                xs[i] = xs[i] ^ swap
+            _invert_or_swap(xs, i, set_mask, low)
     return xs
 
 
