@@ -137,9 +137,22 @@ def test_out_of_range_under_jit_raises():
         jax.block_until_ready(f(jnp.asarray([[9, 0]], jnp.uint32)))
 
 
-def test_unrolled_kernel_matches_loop():
-    rng = np.random.default_rng(3)
-    q = jnp.asarray(_random_points(rng, 64, 3, 4))
-    looped = jax.jit(lambda x: hilbert_index(x, 4))(q)
-    unrolled = jax.jit(lambda x: hilbert_index(x, 4, unroll=True))(q)
-    np.testing.assert_array_equal(np.asarray(looped), np.asarray(unrolled))
+@pytest.mark.parametrize(
+    "dtype,bits", [(np.uint8, 8), (np.int8, 7), (np.int16, 12), (np.int64, 20)]
+)
+def test_loop_encoder_input_dtypes_and_vmap(dtype, bits):
+    """d > 4 (the loop encoder, in the narrowest type holding ``bits``): every integer input type
+    gives the oracle's index, eagerly, under jit and vmapped over clouds."""
+    rng = np.random.default_rng(bits)
+    q = _random_points(rng, 3 * 20, 6, bits).reshape(3, 20, 6)
+    curve = HilbertCurve(bits, 6)
+    expected = [curve.distance_from_point([int(v) for v in p]) for p in q.reshape(-1, 6)]
+    qd = jnp.asarray(q.astype(dtype))
+    for h in (
+        hilbert_index(qd, bits),
+        jax.jit(lambda x: hilbert_index(x, bits))(qd),
+        jax.vmap(lambda x: hilbert_index(x, bits))(qd),
+    ):
+        h = np.asarray(h)
+        assert h.shape == (3, 20, n_words(6, bits))
+        assert [int(v) for v in words_to_int(h.reshape(-1, h.shape[-1]))] == expected
