@@ -244,10 +244,11 @@ def _digit_parts(acc: list[Array], d: int) -> dict[int, Array]:
     return parts
 
 
-def _hilbert_level(xs, words, parity, level, d: int, n_out: int):
+def _hilbert_level(xs, parity, level, d: int):
     """One level of the fused transform on coordinates ``xs`` (``level`` may be traced).
 
-    ``parity`` is 0 or 1 in the coordinates' type. Returns the updated ``(xs, words, parity)``.
+    ``parity`` is 0 or 1 in the coordinates' type. Returns the updated ``xs``, the level's
+    ``d``-bit digit as ``uint32`` parts (see :func:`_digit_parts`) and the new parity.
     """
     dtype = xs[0].dtype
     one = jnp.asarray(1, dtype)
@@ -259,14 +260,11 @@ def _hilbert_level(xs, words, parity, level, d: int, n_out: int):
     for s in sets:  # Gray code: prefix xor of the level's bits, started at the parity
         acc = acc ^ (s & one)
         prefix.append(acc)
-    words = _shift_words_left(words, d)
-    for k, part in _digit_parts(prefix, d).items():
-        words[n_out - 1 - k] = words[n_out - 1 - k] | part
     low = level_bit - one
     xs = list(xs)
     for i in range(d):
         _invert_or_swap(xs, i, sets[i], low)
-    return xs, words, acc
+    return xs, _digit_parts(prefix, d), acc
 
 
 def _hilbert_words(xs: list[Array], b: int, n_out: int) -> list[Array]:
@@ -277,27 +275,48 @@ def _hilbert_words(xs: list[Array], b: int, n_out: int) -> list[Array]:
     correction ``t`` (bit ``k`` of ``t`` is the parity of the Gray-coded ``x_{d-1}`` above ``k``)
     act level-wise. So each level: read the ``d`` bits, emit the ``d``-bit digit (prefix xor of the
     bits, xor the running parity) into the index, then invert-or-exchange the lower bits of every
-    point at once, exactly as ``hilbertcurve.distance_from_point`` does bit by bit. ``xs`` are
-    the ``d`` coordinate arrays (any one unsigned type holding ``b`` bits); a ``fori_loop`` runs
-    over the levels with the coordinates stacked on axis 0. XLA CPU fuses each coordinate's
-    update with the chain of exchanges before it (no multi-output fusion), so a level costs
-    about ``d^2/2`` exchange steps of arithmetic but only a few passes over memory; a sequential
-    ``lax.scan`` over the coordinates, an associative scan of the exchange chain and grouped
-    scans were measured and were no faster.
+    point at once, exactly as ``hilbertcurve.distance_from_point`` does bit by bit.
+
+    ``xs`` are the ``d`` coordinate arrays (one unsigned type holding ``b`` bits). Since a level
+    only reads and writes bits at and below it, the levels run in phases of shrinking width:
+    levels 16.. in the input type, 8..15 in ``uint16``, 0..7 in ``uint8`` (narrower types give
+    more SIMD lanes). Each phase is a ``fori_loop`` over its levels with the coordinates stacked on
+    axis 0. XLA CPU fuses each coordinate's update with the chain of exchanges before it (no
+    multi-output fusion), so a level costs about ``d^2/2`` exchange steps of arithmetic but only a
+    few passes over memory; a sequential ``lax.scan`` over the coordinates, an associative scan
+    of the exchange chain and grouped scans were measured and were no faster.
     """
     d = len(xs)
-    dtype = xs[0].dtype
-    words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
-    parity = jnp.zeros(xs[0].shape, dtype)
+    shape = xs[0].shape
+    n_parts = -(-d // 32)  # uint32 parts of one level's digit
+    digits = jnp.zeros((b, n_parts, *shape), jnp.uint32)  # written once per level
+    parity = jnp.zeros(shape, jnp.uint8)
+    stacked = jnp.stack(xs)
+    top = b
+    for floor in (32, 16, 8, 0):
+        if top <= floor:
+            continue
+        dtype = _narrow_dtype(top)
+        stacked, parity = stacked.astype(dtype), parity.astype(dtype)
 
-    def body(j, carry):
-        stacked, words, parity = carry
-        level = jnp.asarray(b - 1, dtype) - j.astype(dtype)
-        ys = [stacked[i] for i in range(d)]
-        ys, words, parity = _hilbert_level(ys, words, parity, level, d, n_out)
-        return jnp.stack(ys), words, parity
+        def body(j, carry, top=top, dtype=dtype):
+            stacked, digits, parity = carry
+            level = jnp.asarray(top - 1, dtype) - j.astype(dtype)
+            ys = [stacked[i] for i in range(d)]
+            ys, parts, parity = _hilbert_level(ys, parity, level, d)
+            row = jnp.stack([parts.get(k, jnp.zeros(shape, jnp.uint32)) for k in range(n_parts)])
+            digits = jax.lax.dynamic_update_index_in_dim(digits, row, b - 1 - level, 0)
+            return jnp.stack(ys), digits, parity
 
-    return jax.lax.fori_loop(0, b, body, (jnp.stack(xs), words, parity))[1]
+        stacked, digits, parity = jax.lax.fori_loop(0, top - floor, body, (stacked, digits, parity))
+        top = floor
+    # Concatenate the b digits (most significant level first) into the index words.
+    words = [jnp.zeros(shape, jnp.uint32) for _ in range(n_out)]
+    for level in range(b - 1, -1, -1):
+        words = _shift_words_left(words, d)
+        for k in range(n_parts):
+            words[n_out - 1 - k] = words[n_out - 1 - k] | digits[b - 1 - level, k]
+    return words
 
 
 def _stack_last(words: list[Array]) -> Array:
