@@ -6,11 +6,20 @@ Euler-Lagrange force balance of ``int 1/2 xdot^T G(x) xdot + lam U(x) dt`` holds
 official code's Adam. One compiled function serves single pairs and batches (vmap over pairs);
 ``lam``, ``tol``, ``max_iters``, ``lr`` and ``clip`` are passed as arrays, so changing them does
 not recompile.
+
+Per-call cost: inputs are checked on the host with NumPy (no device round trips), and the
+straight-line start, the solve and the initial-path validity masks run in one ``jax.jit``
+executable whose outputs are fetched in one transfer. The jitted function is cached per static
+configuration (the non-array parts of ``score`` / ``metric``, residual kind, method, shapes);
+the array leaves of ``score`` / ``metric`` (e.g. network weights, ``sigma``) are jit arguments.
+This replaces ``eqx.filter_jit``, whose per-call pytree filtering cost more than a whole
+Levenberg-Marquardt solve of a small path.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 
@@ -45,25 +54,35 @@ def default_tol(n_points: int, dtype, scale: float = 1.0) -> float:
     return max(1e-8, 100.0 * eps * (n_points - 1) ** 2 * max(scale, 1.0))
 
 
-def check_endpoints(x0, x1, n_points: int):
-    """Validate endpoints and waypoint count; return them as float arrays of one dtype."""
+def _check_endpoints_host(x0, x1, n_points: int):
+    """:func:`check_endpoints` on the host: NumPy arrays of the dtype JAX would use."""
     if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)):
         raise ValueError(f"n_points must be an int >= 3, got {n_points!r}")
     if n_points < 3:
         raise ValueError(f"n_points={n_points}: need >= 3 (two endpoints and an interior point)")
-    x0 = jnp.asarray(x0)
-    x1 = jnp.asarray(x1)
-    if not jnp.issubdtype(x0.dtype, jnp.floating):
-        x0 = x0.astype(float)
-    x1 = x1.astype(x0.dtype)
+    x0 = np.asarray(x0)
+    x1 = np.asarray(x1)
+    dtype = jax.dtypes.canonicalize_dtype(x0.dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jax.dtypes.canonicalize_dtype(float)
+    if x0.dtype != dtype:
+        x0 = x0.astype(dtype)
+    if x1.dtype != dtype:
+        x1 = x1.astype(dtype)
     if x0.shape != x1.shape:
         raise ValueError(f"endpoints have shapes {x0.shape} and {x1.shape}; expected equal shapes")
     if x0.ndim not in (1, 2) or x0.shape[-1] < 1:
         raise ValueError(f"endpoints of shape {x0.shape}: expected (d,) or (batch, d) with d >= 1")
     for name, x in (("x0", x0), ("x1", x1)):
-        if not bool(jnp.all(jnp.isfinite(x))):
-            raise ValueError(f"{name} has non-finite entries: {np.asarray(x)}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name} has non-finite entries: {x}")
     return x0, x1
+
+
+def check_endpoints(x0, x1, n_points: int):
+    """Validate endpoints and waypoint count; return them as float arrays of one dtype."""
+    x0, x1 = _check_endpoints_host(x0, x1, n_points)
+    return jnp.asarray(x0), jnp.asarray(x1)
 
 
 def _positive(name, value, *, allow_zero=False, allow_inf=False):
@@ -89,10 +108,9 @@ def _resolve_kind(residual: str, metric) -> str:
     return residual
 
 
-@partial(eqx.filter_jit)
 def _gfm_core(path0, lam, tol, max_iters, lr, clip, score, metric, kind, method, score_grad):
-    """Batched GFM solve: ``path0`` is (B, K, d). Also returns per-waypoint validity of the
-    initial path (metric Cholesky finite, score finite) for error messages."""
+    """Batched GFM solve (traceable): ``path0`` is (B, K, d). Also returns per-waypoint validity
+    of the initial path (metric Cholesky finite, score finite) for error messages."""
     k = path0.shape[1]
     dt = 1.0 / (k - 1)
     lam = lam.astype(path0.dtype)
@@ -130,7 +148,82 @@ def _gfm_core(path0, lam, tol, max_iters, lr, clip, score, metric, kind, method,
             ok_score = jnp.all(jnp.isfinite(jax.vmap(score)(p)), axis=-1)
         return ok_metric, ok_score
 
-    return jax.vmap(one)(path0), jax.vmap(valid)(path0)
+    out = jax.vmap(one)(path0)
+
+    # The residual evaluates the score and the metric at every interior waypoint, so a bad
+    # interior waypoint makes its pair stop with code 2; only then are the interior waypoints
+    # checked one by one (a whole-path check costs a third of an LM iteration). The endpoints,
+    # which the residual does not evaluate, are always checked.
+    def only_endpoints():
+        ends = jax.vmap(valid)(path0[:, jnp.array([0, k - 1])])
+        return tuple(
+            jnp.ones(path0.shape[:2], bool).at[:, 0].set(e[:, 0]).at[:, -1].set(e[:, 1])
+            for e in ends
+        )
+
+    checks = jax.lax.cond(jnp.any(out[3] == 2), lambda: jax.vmap(valid)(path0), only_endpoints)
+    return out, checks
+
+
+# Jitted solvers by static configuration, least recently used first. A key holds the static
+# parts of score / metric (plain functions by identity, so a cached key keeps its function alive
+# and its id cannot be reused); the cache is bounded so that fresh closures do not pile up.
+_SOLVERS: OrderedDict = OrderedDict()
+_MAX_SOLVERS = 64
+_DYNAMIC = object()  # marks an array leaf among a key's static leaves
+
+
+def _split_callables(score, metric):
+    """Array leaves of ``(score, metric)``, their tree structure and static leaves, and a
+    hashable key for everything that is not an array leaf."""
+    leaves, treedef = jax.tree.flatten((score, metric))
+    dynamic = tuple(x for x in leaves if eqx.is_array(x))
+    static = tuple(_DYNAMIC if eqx.is_array(x) else x for x in leaves)
+    key = (treedef, static)
+    try:
+        hash(key)
+    except TypeError:
+        # An unhashable non-array leaf: key on the objects' identity instead (the cache entry
+        # holds them, so the ids stay theirs while the entry lives).
+        key = ("id", id(score), id(metric))
+    return dynamic, treedef, static, key
+
+
+def _solver(treedef, static, cfg):
+    """The jitted solve for one static configuration ``cfg``."""
+    kind, method, score_grad, n_points, batched, has_init = cfg
+
+    def run(x0, x1, init, dynamic, hyper, max_iters):
+        it = iter(dynamic)
+        score, metric = jax.tree.unflatten(
+            treedef, [next(it) if s is _DYNAMIC else s for s in static]
+        )
+        path0 = init if has_init else straight_line(x0, x1, n_points)
+        if not batched:
+            path0 = path0[None]
+        lam, tol, lr, clip = hyper
+        (path, res, its, code), (ok_metric, ok_score) = _gfm_core(
+            path0, lam, tol, max_iters, lr, clip, score, metric, kind, method, score_grad
+        )
+        converged = jnp.any(code[:, None] == jnp.asarray(CONVERGED_CODES)[None], axis=1)
+        return (path if batched else path[0]), (res, its, code, converged, ok_metric, ok_score)
+
+    return jax.jit(run)
+
+
+def _get_solver(score, metric, cfg):
+    """The cached jitted solve for this configuration and the array leaves to pass it."""
+    dynamic, treedef, static, key = _split_callables(score, metric)
+    key = (key, cfg)
+    entry = _SOLVERS.get(key)
+    if entry is None:
+        entry = (_solver(treedef, static, cfg), (score, metric))
+        _SOLVERS[key] = entry
+        while len(_SOLVERS) > _MAX_SOLVERS:
+            _SOLVERS.popitem(last=False)
+    else:
+        _SOLVERS.move_to_end(key)
+    return entry[0], dynamic
 
 
 def solve(
@@ -156,7 +249,9 @@ def solve(
         x0, x1: endpoints, shape ``(d,)``, or ``(B, d)`` for a batch of ``B`` pairs solved by one
             jitted, vmapped call.
         score: ``s(x) = grad log p(x)`` for one point ``(d,) -> (d,)`` (the force is
-            ``-lam grad U = lam s``); ``None`` means no potential (pure prior geodesic).
+            ``-lam grad U = lam s``); ``None`` means no potential (pure prior geodesic). A plain
+            function or an Equinox module; the module's array leaves are traced, so new weights
+            or a new ``sigma`` array do not recompile.
         metric: prior metric ``x -> G(x)`` (SPD, ``d x d``); ``None`` is Euclidean.
         lam: weight of the potential (``>= 0``), passed as an array (no recompilation).
         n_points: waypoints including both endpoints (``>= 3``).
@@ -184,7 +279,7 @@ def solve(
             unknown method, or an initial path on which the metric is not SPD or the score is
             not finite (the message names the pair and waypoint).
     """
-    x0, x1 = check_endpoints(x0, x1, n_points)
+    x0n, x1n = _check_endpoints_host(x0, x1, n_points)
     if method not in METHODS:
         raise ValueError(f"method {method!r}: expected one of {METHODS}")
     if score is not None and not callable(score):
@@ -193,24 +288,27 @@ def solve(
         raise TypeError(f"metric must be a callable x -> G(x), got {type(metric).__name__}")
     kind = _resolve_kind(residual, metric)
     lam = _positive("lam", lam, allow_zero=True)
-    batched = x0.ndim == 2
-    xb0, xb1 = (x0, x1) if batched else (x0[None], x1[None])
+    dtype = x0n.dtype
+    batched = x0n.ndim == 2
     if init is None:
-        path0 = straight_line(xb0, xb1, n_points)
+        # The straight line's largest entry is at an endpoint (it is a convex combination).
+        scale = float(max(np.max(np.abs(x0n)), np.max(np.abs(x1n))))
+        init_arg = None
     else:
-        path0 = jnp.asarray(init, dtype=x0.dtype)
-        want = (n_points, x0.shape[-1]) if not batched else (x0.shape[0], n_points, x0.shape[-1])
-        if path0.shape != want:
-            raise ValueError(f"init has shape {path0.shape}, expected {want}")
-        if not batched:
-            path0 = path0[None]
-        if not bool(jnp.all(jnp.isfinite(path0))):
+        init_arg = np.asarray(init).astype(dtype, copy=False)
+        want = (n_points, x0n.shape[-1]) if not batched else (x0n.shape[0], n_points, x0n.shape[-1])
+        if init_arg.shape != want:
+            raise ValueError(f"init has shape {init_arg.shape}, expected {want}")
+        if not np.isfinite(init_arg).all():
             raise ValueError("init has non-finite entries")
-        gap = float(jnp.max(jnp.abs(path0[:, 0] - xb0)) + jnp.max(jnp.abs(path0[:, -1] - xb1)))
-        if gap > 1e-6 * (1.0 + float(jnp.max(jnp.abs(path0)))):
+        p = init_arg if batched else init_arg[None]
+        scale = float(np.max(np.abs(p)))
+        gap = float(np.max(np.abs(p[:, 0] - (x0n if batched else x0n[None])))) + float(
+            np.max(np.abs(p[:, -1] - (x1n if batched else x1n[None])))
+        )
+        if gap > 1e-6 * (1.0 + scale):
             raise ValueError(f"init's endpoints differ from x0/x1 by {gap:.3g}")
-    scale = float(jnp.max(jnp.abs(path0)))
-    tol = default_tol(n_points, x0.dtype, scale) if tol is None else tol
+    tol = default_tol(n_points, dtype, scale) if tol is None else tol
     tol = _positive("tol", tol)
     max_iters = DEFAULT_MAX_ITERS[method] if max_iters is None else max_iters
     if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 1:
@@ -219,36 +317,34 @@ def solve(
     clip = _positive("clip", clip, allow_inf=True)
     if score_grad is None:
         score_grad = method != "adam"
+    cfg = (kind, method, bool(score_grad), n_points, batched, init is not None)
+    fn, dynamic = _get_solver(score, metric, cfg)
+    # Pass device arrays through untouched (no copy); convert anything else once.
+    a0 = x0 if isinstance(x0, jax.Array) and x0.dtype == dtype else x0n
+    a1 = x1 if isinstance(x1, jax.Array) and x1.dtype == dtype else x1n
+    hyper = np.array([lam, tol, lr, clip], dtype=dtype)
     t0 = time.perf_counter()
-    (path, res, its, code), (ok_metric, ok_score) = _gfm_core(
-        path0,
-        jnp.asarray(lam),
-        jnp.asarray(tol),
-        jnp.asarray(max_iters),
-        jnp.asarray(lr),
-        jnp.asarray(clip),
-        score,
-        metric,
-        kind,
-        method,
-        bool(score_grad),
-    )
-    path = jax.block_until_ready(path)
+    path, stats = jax.block_until_ready(fn(a0, a1, init_arg, dynamic, hyper, np.asarray(max_iters)))
+    res, its, code, converged, ok_metric, ok_score = _to_host(stats)
     wall = time.perf_counter() - t0
-    code = np.asarray(code)
-    _raise_on_bad_init(np.asarray(ok_metric), np.asarray(ok_score), batched)
+    _raise_on_bad_init(ok_metric, ok_score, batched)
     report = SolveReport(
-        iterations=np.asarray(its),
-        residual=np.asarray(res),
-        converged=np.isin(code, CONVERGED_CODES),
+        iterations=its,
+        residual=res,
+        converged=converged,
         code=code,
         wall_time=wall,
         method=method,
     )
-    if not batched:
-        report = report[0]
-        path = path[0]
-    return path, report
+    return path, (report if batched else report[0])
+
+
+def _to_host(arrays):
+    """NumPy copies of small outputs: one batched ``jax.device_get`` on an accelerator; on the
+    CPU ``np.asarray`` per array, which reads the buffer directly (a few times cheaper)."""
+    if next(iter(arrays[0].devices())).platform == "cpu":
+        return tuple(np.asarray(a) for a in arrays)
+    return jax.device_get(arrays)
 
 
 def _raise_on_bad_init(ok_metric, ok_score, batched):

@@ -1,0 +1,187 @@
+"""How ``gfm.solve`` calls its compiled solver: the per-configuration cache of jitted functions
+(array leaves of score / metric modules traced, everything else part of the key), host-side
+input checks, dtypes and the returned types."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.scipy.special import i0e, i1e
+
+from geomopt import gfm
+
+TRACES = []
+
+
+@pytest.fixture(autouse=True)
+def x64():
+    with jax.enable_x64(True):
+        yield
+
+
+def circle_score(x, sigma=0.1):
+    """Exact score of the unit circle smoothed by N(0, sigma^2 I) (see test_gfm_solve)."""
+    r = jnp.sqrt(x @ x)
+    z = r / sigma**2
+    return x / sigma**2 * (i1e(z) / i0e(z) / r - 1.0)
+
+
+class CircleScore(eqx.Module):
+    """sigma is an array leaf (traced); ``scale`` a static field (part of the compiled code)."""
+
+    sigma: jax.Array
+    scale: float = eqx.field(static=True, default=1.0)
+
+    def __call__(self, x):
+        TRACES.append(1)  # runs only while tracing
+        return self.scale * circle_score(x, self.sigma)
+
+
+class Unhashable:
+    """A non-array leaf that cannot be hashed (so it cannot be part of a cache key)."""
+
+    __hash__ = None
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __eq__(self, other):
+        return isinstance(other, Unhashable) and other.scale == self.scale
+
+
+class UnhashableScore(eqx.Module):
+    factor: Unhashable
+
+    def __call__(self, x):
+        TRACES.append(1)
+        return self.factor.scale * circle_score(x)
+
+
+X0, X1 = np.array([1.0, 0.0]), np.array([0.0, 1.0])  # float64 under the x64 fixture
+KW = dict(lam=1.0, n_points=12)
+
+
+def test_module_array_leaves_are_traced_not_baked():
+    TRACES.clear()
+    p1, r1 = gfm.solve(X0, X1, score=CircleScore(jnp.asarray(0.1)), **KW)
+    n = len(TRACES)
+    assert n > 0
+    # A new module with a new sigma array: same compiled function, new value used.
+    p2, r2 = gfm.solve(X0, X1, score=CircleScore(jnp.asarray(0.2)), **KW)
+    assert len(TRACES) == n, "a new sigma array recompiled"
+    assert r1.converged and r2.converged
+    assert float(jnp.max(jnp.abs(p1 - p2))) > 1e-3
+    ref, _ = gfm.solve(X0, X1, score=lambda x: circle_score(x, 0.2), **KW)
+    np.testing.assert_allclose(p2, ref, atol=1e-10)
+
+
+def test_static_fields_are_part_of_the_cache_key():
+    p1, _ = gfm.solve(X0, X1, score=CircleScore(jnp.asarray(0.1), scale=1.0), **KW)
+    p2, _ = gfm.solve(X0, X1, score=CircleScore(jnp.asarray(0.1), scale=2.0), **KW)
+    ref, _ = gfm.solve(X0, X1, score=lambda x: 2.0 * circle_score(x), **KW)
+    np.testing.assert_allclose(p2, ref, atol=1e-10)
+    assert float(jnp.max(jnp.abs(p1 - p2))) > 1e-3
+
+
+def test_plain_functions_are_keyed_by_identity():
+    def weak(x):
+        TRACES.append(1)
+        return 0.5 * circle_score(x)
+
+    def strong(x):
+        return 2.0 * circle_score(x)
+
+    TRACES.clear()
+    pw, _ = gfm.solve(X0, X1, score=weak, **KW)
+    n = len(TRACES)
+    ps, _ = gfm.solve(X0, X1, score=strong, **KW)
+    assert float(jnp.max(jnp.abs(pw - ps))) > 1e-3
+    pw2, _ = gfm.solve(X0, X1, score=weak, lam=0.7, tol=1e-6, max_iters=50, n_points=12)
+    assert len(TRACES) == n, "changing lam / tol / max_iters recompiled"
+    assert not np.allclose(pw, pw2)
+
+
+def test_unhashable_static_leaf_falls_back_to_object_identity():
+    score = UnhashableScore(Unhashable(2.0))
+    TRACES.clear()
+    p, rep = gfm.solve(X0, X1, score=score, **KW)
+    n = len(TRACES)
+    p_again, _ = gfm.solve(X0, X1, score=score, **KW)
+    assert len(TRACES) == n
+    ref, _ = gfm.solve(X0, X1, score=lambda x: 2.0 * circle_score(x), **KW)
+    np.testing.assert_allclose(p, ref, atol=1e-10)
+    np.testing.assert_array_equal(p, p_again)
+    # A different object with other contents is not served by the first one's compiled code.
+    p3, _ = gfm.solve(X0, X1, score=UnhashableScore(Unhashable(0.5)), **KW)
+    ref3, _ = gfm.solve(X0, X1, score=lambda x: 0.5 * circle_score(x), **KW)
+    np.testing.assert_allclose(p3, ref3, atol=1e-10)
+
+
+def test_adam_hyperparameters_do_not_recompile():
+    score = CircleScore(jnp.asarray(0.1))
+    kw = dict(score=score, lam=1.0, n_points=8, method="adam")
+    TRACES.clear()
+    _, r1 = gfm.solve(X0, X1, max_iters=20, **kw)
+    n = len(TRACES)
+    _, r2 = gfm.solve(X0, X1, max_iters=30, lr=0.01, clip=1.0, tol=1e-3, **kw)
+    assert len(TRACES) == n
+    assert r1.iterations == 20 and r2.iterations == 30
+
+
+def test_init_is_checked_on_the_host_and_used():
+    line = gfm.straight_line(X0, X1, 12)
+    with pytest.raises(ValueError, match="init's endpoints differ"):
+        gfm.solve(X0, X1, init=line.at[0].add(0.1), **KW)
+    with pytest.raises(ValueError, match="init has non-finite"):
+        gfm.solve(X0, X1, init=line.at[3, 1].set(jnp.nan), **KW)
+    bump = jnp.sin(jnp.linspace(0, np.pi, 12))[:, None] * jnp.array([[0.3, 0.3]])
+    p_line, _ = gfm.solve(X0, X1, score=circle_score, init=np.asarray(line), **KW)
+    p_default, _ = gfm.solve(X0, X1, score=circle_score, **KW)
+    np.testing.assert_array_equal(p_line, p_default)
+    # A batch with an init per pair, one pair started off the line: same solution.
+    _, rep = gfm.solve(
+        jnp.stack([X0, X0]),
+        jnp.stack([X1, X1]),
+        score=circle_score,
+        init=jnp.stack([line, line + bump]),
+        tol=1e-9,
+        **KW,
+    )
+    assert rep.converged.all(), rep.reason
+
+
+def test_dtypes_and_types_follow_jax():
+    path, rep = gfm.solve([1, 0], [0, 1], score=circle_score, **KW)  # ints -> default float
+    assert isinstance(path, jax.Array) and path.dtype == jnp.float64
+    assert isinstance(rep.residual, np.floating) and isinstance(rep.converged, np.bool_)
+    p32, rep32 = gfm.solve(
+        X0.astype(jnp.float32), np.asarray(X1, np.float32), score=circle_score, **KW
+    )
+    assert p32.dtype == jnp.float32 and rep32.converged, rep32.reason
+    paths, reps = gfm.solve(np.stack([X0, X1]), np.stack([X1, X0]), score=circle_score, **KW)
+    assert paths.shape == (2, 12, 2) and reps.converged.shape == (2,)
+    np.testing.assert_allclose(paths[0], paths[1][::-1], atol=1e-8)  # reversed pair
+
+
+def test_non_finite_endpoint_is_named():
+    with pytest.raises(ValueError, match="x1 has non-finite entries"):
+        gfm.solve(X0, np.array([np.inf, 0.0]))
+    with pytest.raises(ValueError, match="x0 has non-finite"):
+        gfm.solve(np.array([[0.0, 0.0], [np.nan, 1.0]]), np.zeros((2, 2)))
+
+
+def test_bad_score_on_the_initial_path_is_named_at_interior_and_endpoints():
+    # Interior: pair 1's straight line passes the origin (waypoint 2 of 5), where the circle
+    # score divides by |x| = 0.
+    x0 = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    x1 = np.array([[0.0, 1.0], [1.0, 0.0]])
+    with pytest.raises(ValueError, match="score is not finite at pair 1, waypoint 2"):
+        gfm.solve(x0, x1, score=circle_score, n_points=5)
+
+    # Endpoint: the residual never evaluates the score there, but the check still names it.
+    def score(x):
+        return jnp.where(x[1] < -0.9, jnp.nan, 1.0) * circle_score(x)
+
+    with pytest.raises(ValueError, match="score is not finite at waypoint 4"):
+        gfm.solve(X0, np.array([0.0, -1.0]), score=score, n_points=5)
