@@ -98,11 +98,12 @@ def _work_dtype(dtype) -> np.dtype:
 
 
 def _check_coords(q, bits: int, name: str):
-    """Validate integer coordinates in ``[0, 2**bits)``.
+    """Validate integer coordinates in ``[0, 2**bits)``; return ``(q, bad)``.
 
-    Concrete inputs are checked eagerly (a ``ValueError``/``TypeError`` naming the bad value);
-    under ``jit`` the range check is an :func:`equinox.error_if` runtime check (raises an
-    ``EqxRuntimeError`` when the compiled function runs; see equinox's ``EQX_ON_ERROR``).
+    Concrete inputs are checked eagerly (a ``ValueError``/``TypeError`` naming the bad value)
+    and ``bad`` is ``None``; under ``jit`` ``bad`` is a traced flag that :func:`_guard` turns
+    into an :func:`equinox.error_if` runtime check on the result (an ``EqxRuntimeError`` when the
+    compiled function runs; see equinox's ``EQX_ON_ERROR``).
     """
     dtype = np.dtype(q.dtype) if hasattr(q, "dtype") else None
     if dtype is None or not (np.issubdtype(dtype, np.integer)):
@@ -122,25 +123,29 @@ def _check_coords(q, bits: int, name: str):
     width = 8 * dtype.itemsize - (1 if signed else 0)
     if isinstance(q, jax.core.Tracer):
         if q.size == 0 or (bits >= width and not signed):
-            return q
-        # One scalar predicate from min/max reductions (an elementwise mask costs several
-        # times more per point than the encoder's fused passes).
+            return q, None
+        # One scalar predicate from min/max reductions (cheap); the caller attaches it to the
+        # *output* (see _guard): guarding q itself, or an elementwise mask, measured 3-10 ns per
+        # point more, as the encoder's fusions then wait on / re-read a guarded copy.
         bad = jnp.max(q) >= jnp.asarray(2**bits, dtype) if bits < width else jnp.asarray(False)
         if signed:
             bad = bad | (jnp.min(q) < 0)
-        # The check guards a zero scalar that is or-ed into q: error_if on q itself would
-        # materialise a copy of q and block fusion (measured 10+ ns per 8-D point).
-        zero = eqx.error_if(
-            jnp.zeros((), dtype), bad, f"{name}: coordinate out of range [0, 2**{bits})"
-        )
-        return q | zero
+        return q, bad
     arr = np.asarray(q)
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi >= 2**bits:
             bad = lo if lo < 0 else hi
             raise ValueError(f"{name}: coordinate {bad} out of range; expected [0, 2**{bits})")
-    return q
+    return q, None
+
+
+def _guard(out, bad, message: str):
+    """``out`` unchanged, raising ``message`` when it is used if the traced flag ``bad`` is set
+    (an :func:`equinox.error_if` runtime check; ``bad=None`` means already checked)."""
+    if bad is None:
+        return out
+    return out | eqx.error_if(jnp.zeros((), out.dtype), bad, message)
 
 
 def _split(q, dtype) -> list[Array]:
@@ -356,7 +361,7 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
     static. For ``d <= 4`` a table-driven state machine is used (one small-table gather per
-    2-3 levels); for ``d > 4`` Skilling's level loop over cache-sized chunks of points, in the
+    2-8 levels); for ``d > 4`` Skilling's level loop over cache-sized chunks of points, in the
     narrowest integer type holding ``bits``. Both compile in about a second.
 
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
@@ -365,8 +370,9 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     """
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
-    q = _check_coords(q, bits, "hilbert_index")
-    return _hilbert_kernel(q, bits)
+    q, bad = _check_coords(q, bits, "hilbert_index")
+    out = _hilbert_kernel(q, bits)
+    return _guard(out, bad, f"hilbert_index: coordinate out of range [0, 2**{bits})")
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
@@ -417,7 +423,7 @@ def _hilbert_words_loop(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
 # encoder is used for d > 4). ``k`` levels are composed into one table so one gather emits
 # ``k * d`` index bits; ``k`` is the largest with at most ``_TABLE_MAX_ENTRIES`` entries.
 _TABLE_MAX_D = 4
-_TABLE_MAX_ENTRIES = 1 << 17
+_TABLE_MAX_ENTRIES = 1 << 18
 
 
 @functools.cache
@@ -562,10 +568,11 @@ def morton_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W"
     """
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
-    q = _check_coords(q, bits, "morton_index")
+    q, bad = _check_coords(q, bits, "morton_index")
     dtype = _work_dtype(q.dtype)
     b = min(bits, 8 * dtype.itemsize)
-    return _interleave(_split(q, dtype), b, n_words(d, bits))
+    out = _interleave(_split(q, dtype), b, n_words(d, bits))
+    return _guard(out, bad, f"morton_index: coordinate out of range [0, 2**{bits})")
 
 
 def morton_point(h: UInt32[Array, "... W"], d: int, bits: int) -> UInt32[Array, "... d"]:
