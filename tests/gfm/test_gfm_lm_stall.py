@@ -1,6 +1,7 @@
 """Levenberg-Marquardt's "too slow to finish" stop (code 7) on a pair where the residual has no
-zero: the torus tube potential's force jumps across the tube's core circle, and LM crawls
-linearly towards a local minimum of the residual instead of converging."""
+zero: the torus tube potential's force jumps across the torus's medial axis (its core circle,
+which this pair's path runs through), and LM crawls linearly towards a local minimum of the
+residual instead of converging."""
 
 import jax
 import jax.numpy as jnp

@@ -59,7 +59,9 @@ class UnhashableScore(eqx.Module):
 
 
 X0, X1 = np.array([1.0, 0.0]), np.array([0.0, 1.0])  # float64 under the x64 fixture
-KW = dict(lam=1.0, n_points=12)
+# Adam with a few iterations: the cheapest method to compile, and deterministic, so paths from
+# two solves can be compared exactly; what is tested here does not depend on the method.
+KW = dict(lam=1.0, n_points=12, method="adam", max_iters=30)
 
 
 def test_module_array_leaves_are_traced_not_baked():
@@ -70,7 +72,6 @@ def test_module_array_leaves_are_traced_not_baked():
     # A new module with a new sigma array: same compiled function, new value used.
     p2, r2 = gfm.solve(X0, X1, score=CircleScore(jnp.asarray(0.2)), **KW)
     assert len(TRACES) == n, "a new sigma array recompiled"
-    assert r1.converged and r2.converged
     assert float(jnp.max(jnp.abs(p1 - p2))) > 1e-3
     ref, _ = gfm.solve(X0, X1, score=lambda x: circle_score(x, 0.2), **KW)
     np.testing.assert_allclose(p2, ref, atol=1e-10)
@@ -97,7 +98,7 @@ def test_plain_functions_are_keyed_by_identity():
     n = len(TRACES)
     ps, _ = gfm.solve(X0, X1, score=strong, **KW)
     assert float(jnp.max(jnp.abs(pw - ps))) > 1e-3
-    pw2, _ = gfm.solve(X0, X1, score=weak, lam=0.7, tol=1e-6, max_iters=50, n_points=12)
+    pw2, _ = gfm.solve(X0, X1, score=weak, **(KW | dict(lam=0.7, tol=1e-6, max_iters=50)))
     assert len(TRACES) == n, "changing lam / tol / max_iters recompiled"
     assert not np.allclose(pw, pw2)
 
@@ -135,33 +136,34 @@ def test_init_is_checked_on_the_host_and_used():
         gfm.solve(X0, X1, init=line.at[0].add(0.1), **KW)
     with pytest.raises(ValueError, match="init has non-finite"):
         gfm.solve(X0, X1, init=line.at[3, 1].set(jnp.nan), **KW)
-    bump = jnp.sin(jnp.linspace(0, np.pi, 12))[:, None] * jnp.array([[0.3, 0.3]])
     p_line, _ = gfm.solve(X0, X1, score=circle_score, init=np.asarray(line), **KW)
     p_default, _ = gfm.solve(X0, X1, score=circle_score, **KW)
-    np.testing.assert_array_equal(p_line, p_default)
-    # A batch with an init per pair, one pair started off the line: same solution.
-    _, rep = gfm.solve(
-        jnp.stack([X0, X0]),
-        jnp.stack([X1, X1]),
-        score=circle_score,
-        init=jnp.stack([line, line + bump]),
-        tol=1e-9,
-        **KW,
-    )
-    assert rep.converged.all(), rep.reason
+    np.testing.assert_allclose(p_line, p_default, atol=1e-12)
+    # A batch with an init per pair: pair 1 starts off the line, and solves as it would alone.
+    bump = jnp.sin(jnp.linspace(0, np.pi, 12))[:, None] * jnp.array([[0.3, 0.3]])
+    paths, _ = gfm.solve(
+        np.stack([X0, X0]), np.stack([X1, X1]), score=circle_score,
+        init=jnp.stack([line, line + bump]), **KW,
+    )  # fmt: skip
+    one, _ = gfm.solve(X0, X1, score=circle_score, init=line + bump, **KW)
+    np.testing.assert_allclose(paths[0], p_default, atol=1e-12)
+    np.testing.assert_allclose(paths[1], one, atol=1e-12)
+    assert float(jnp.max(jnp.abs(paths[1] - paths[0]))) > 1e-3
 
 
 def test_dtypes_and_types_follow_jax():
     path, rep = gfm.solve([1, 0], [0, 1], score=circle_score, **KW)  # ints -> default float
     assert isinstance(path, jax.Array) and path.dtype == jnp.float64
-    assert isinstance(rep.residual, np.floating) and isinstance(rep.converged, np.bool_)
+    assert isinstance(rep.residual, np.floating) and isinstance(rep.iterations, np.integer)
     p32, rep32 = gfm.solve(
-        X0.astype(jnp.float32), np.asarray(X1, np.float32), score=circle_score, **KW
+        X0.astype(np.float32), jnp.asarray(X1, jnp.float32), score=circle_score, **KW
     )
-    assert p32.dtype == jnp.float32 and rep32.converged, rep32.reason
+    assert p32.dtype == jnp.float32 and np.isfinite(rep32.residual)
+    np.testing.assert_allclose(p32, path, atol=1e-4)
     paths, reps = gfm.solve(np.stack([X0, X1]), np.stack([X1, X0]), score=circle_score, **KW)
     assert paths.shape == (2, 12, 2) and reps.converged.shape == (2,)
-    np.testing.assert_allclose(paths[0], paths[1][::-1], atol=1e-8)  # reversed pair
+    np.testing.assert_allclose(paths[0], path, atol=1e-12)
+    np.testing.assert_allclose(paths[1], path[::-1], atol=1e-8)  # the reversed pair
 
 
 def test_non_finite_endpoint_is_named():
@@ -177,11 +179,11 @@ def test_bad_score_on_the_initial_path_is_named_at_interior_and_endpoints():
     x0 = np.array([[1.0, 0.0], [-1.0, 0.0]])
     x1 = np.array([[0.0, 1.0], [1.0, 0.0]])
     with pytest.raises(ValueError, match="score is not finite at pair 1, waypoint 2"):
-        gfm.solve(x0, x1, score=circle_score, n_points=5)
+        gfm.solve(x0, x1, score=circle_score, **(KW | dict(n_points=5)))
 
     # Endpoint: the residual never evaluates the score there, but the check still names it.
     def score(x):
         return jnp.where(x[1] < -0.9, jnp.nan, 1.0) * circle_score(x)
 
     with pytest.raises(ValueError, match="score is not finite at waypoint 4"):
-        gfm.solve(X0, np.array([0.0, -1.0]), score=score, n_points=5)
+        gfm.solve(X0, np.array([0.0, -1.0]), score=score, **(KW | dict(n_points=5)))

@@ -158,7 +158,7 @@ def _stop_code(rms, gnorm, it, tol, gtol, max_iters):
 # LM's "too slow to finish" rule (code 7): over the last _SLOW_WINDOW iterations (rejected trial
 # steps included) the residual norm fell at a rate at which reaching tol would take more than
 # _SLOW_FACTOR times the iterations left. Such a solve would end at max_iters anyway; on the
-# torus tube potential (a force that jumps across the tube's core circle) these are the pairs
+# torus tube potential (a force that jumps across the medial axis of the torus) these are pairs
 # whose residual has no zero, where LM otherwise crawls for 100+ iterations and holds up a
 # vmapped batch. A factor of 10 leaves ample room for LM's speed-up near a solution: on the
 # benchmark batches (24-256 waypoints, float32 and float64) no pair that converged before
