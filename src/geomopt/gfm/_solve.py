@@ -113,7 +113,10 @@ def _eval(path, local, window, with_jac: bool):
     w = jax.vmap(local)(*pts)
     if not with_jac:
         return w, None
-    jac = jax.vmap(jax.jacfwd(local, argnums=tuple(range(window))))(*pts)
+    # One jacfwd per waypoint of the window, not one over all of them: an input that is not
+    # differentiated stays a constant, so e.g. the score at the middle waypoint is pushed
+    # forward along d tangents instead of window * d (about 2x faster for GFM on the torus).
+    jac = tuple(jax.vmap(jax.jacfwd(local, argnums=a))(*pts) for a in range(window))
     return w, jac
 
 
