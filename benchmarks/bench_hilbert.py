@@ -6,7 +6,7 @@ Side by side in one run, on the CPU: ``geomopt`` (jitted, 10^6 points), ``numpy-
 reported as not installable on 3.11). Every tool's indices are checked against ours on the
 subsample. Medians over repeats; results go to ``benchmarks/results/hilbert.md``.
 
-    uv run benchmarks/bench_hilbert.py            # 3-D/16, 8-D/10 and 8-D/8 bits, 10^6 points
+    uv run benchmarks/bench_hilbert.py            # d = 2..16 incl. 3-D/16 and 8-D/10 bits
     uv run benchmarks/bench_hilbert.py --n 100000 # quicker
 """
 
