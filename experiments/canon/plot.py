@@ -15,6 +15,11 @@ LABELS = {"l2": "no reordering", "lex": "lex sort", "hilbert": "Hilbert sort", "
 COLORS = {"l2": "#7f7f7f", "wass": "#2ca02c"}
 
 
+def _file(kind: str, name: str) -> str:
+    """``covering.png`` for the quick run, ``covering_<name>.png`` for any other run."""
+    return f"{kind}.png" if name == "quick" else f"{kind}_{name}.png"
+
+
 def plot_covering(root: Path, out: Path, name: str = "quick") -> list[Path]:
     path = root / "canon" / "covering" / name
     if not path.exists():
@@ -39,7 +44,7 @@ def plot_covering(root: Path, out: Path, name: str = "quick") -> list[Path]:
             f"Hilbert {summary['hilbert_exp_rate']:.2f}",
             fontsize=8,
         )
-    return [save(fig, out / "covering.png")]
+    return [save(fig, out / _file("covering", name))]
 
 
 def plot_regularity(root: Path, out: Path, name: str = "quick") -> list[Path]:
@@ -65,7 +70,7 @@ def plot_regularity(root: Path, out: Path, name: str = "quick") -> list[Path]:
     b.set_yscale("log")
     b.set_xlabel("point dimension d")
     b.set_ylabel("displacement / W at smallest eps")
-    return [save(fig, out / "regularity.png")]
+    return [save(fig, out / _file("regularity", name))]
 
 
 def main() -> None:
