@@ -379,9 +379,9 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
 def _hilbert_kernel(q, bits: int):
     dtype = _work_dtype(q.dtype)
     b = min(bits, 8 * dtype.itemsize)
-    xs = _roll(_split(q, dtype), bits - b)
     n_out = n_words(q.shape[-1], bits)
     if q.shape[-1] <= _TABLE_MAX_D:
+        xs = _roll(_split(q, dtype), bits - b)
         return _stack_last(_hilbert_words_table(xs, b, n_out))
     return _hilbert_words_loop(jnp.roll(q, bits - b, axis=-1), b, n_out)
 
