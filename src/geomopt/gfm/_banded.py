@@ -4,8 +4,8 @@ Each GFM residual touches three neighbouring waypoints, so the Jacobian of the s
 with respect to the interior waypoints is block-tridiagonal and ``J^T J`` is block-pentadiagonal.
 Both are solved here in ``O(n m^3)`` by a block Thomas recursion (``lax.scan``), instead of the
 ``O((n m)^3)`` dense solve that a generic least-squares library (optimistix/lineax with a
-materialised or matrix-free operator) would do. The pentadiagonal system is solved by grouping
-pairs of block rows into ``2m x 2m`` blocks, which makes it block-tridiagonal.
+materialised or matrix-free operator) would do. The pentadiagonal system is eliminated directly
+with bandwidth two (two previous block rows carried through the scan).
 """
 
 from __future__ import annotations
@@ -23,22 +23,25 @@ __all__ = [
 ]
 
 
-def _gauss_jordan(a, b):
-    """Solve ``a x = b`` for small ``(m, m)`` / ``(m, c)`` blocks by unpivoted Gauss-Jordan.
+def _eliminate(aug, m):
+    """Gauss-Jordan on an augmented ``(..., m, m + c)`` block ``[a | b]``; returns ``a^{-1} b``.
 
-    Unrolled over the ``m`` columns with plain elementwise ops (no LAPACK call), so inside a
-    ``lax.scan`` step and under ``vmap`` it is a handful of fused vector ops instead of one
-    batched LU call per step (the LU call dominated the per-iteration cost of batched LM).
-    Needs non-zero leading principal minors, which SPD blocks (damped normal equations and
-    their Schur complements) always have.
+    Unpivoted and unrolled over the ``m`` pivot columns with plain elementwise ops (no LAPACK
+    call), so inside a ``lax.scan`` step and under ``vmap`` it is a handful of fused vector ops
+    instead of one batched LU call per step (the LU call dominated the per-iteration cost of
+    batched LM). Needs non-zero leading principal minors of ``a``, which SPD blocks (damped
+    normal equations and their Schur complements) always have.
     """
-    m = a.shape[-1]
-    aug = jnp.concatenate([a, b], axis=-1)
     for j in range(m):
         row = aug[..., j, :] / aug[..., j, j : j + 1]
         aug = aug - aug[..., :, j : j + 1] * row[..., None, :]
         aug = aug.at[..., j, :].set(row)
     return aug[..., m:]
+
+
+def _gauss_jordan(a, b):
+    """Solve ``a x = b`` for small ``(m, m)`` / ``(m, c)`` blocks by :func:`_eliminate`."""
+    return _eliminate(jnp.concatenate([a, b], axis=-1), a.shape[-1])
 
 
 def _mm_small(a, b):
@@ -50,7 +53,7 @@ def _mv_small(a, x):
     return jnp.sum(a * x[..., None, :], axis=-1)
 
 
-def _thomas(lower, diag, upper, rhs, small_solve, unrolled=False):
+def _thomas(lower, diag, upper, rhs):
     n, m, _ = diag.shape
     zero = jnp.zeros((1, m, m), diag.dtype)
     lower_p = jnp.concatenate([zero, lower], axis=0)
@@ -59,13 +62,9 @@ def _thomas(lower, diag, upper, rhs, small_solve, unrolled=False):
     def forward(carry, blocks):
         c_prev, d_prev = carry
         low, dia, up, b = blocks
-        if unrolled:
-            pivot = dia - _mm_small(low, c_prev)
-            b = b - _mv_small(low, d_prev)
-        else:
-            pivot = dia - low @ c_prev
-            b = b - low @ d_prev
-        sol = small_solve(pivot, jnp.concatenate([up, b[:, None]], axis=1))
+        pivot = dia - low @ c_prev
+        b = b - low @ d_prev
+        sol = jnp.linalg.solve(pivot, jnp.concatenate([up, b[:, None]], axis=1))
         c, d = sol[:, :m], sol[:, m]
         return (c, d), (c, d)
 
@@ -74,7 +73,7 @@ def _thomas(lower, diag, upper, rhs, small_solve, unrolled=False):
 
     def backward(x_next, blocks):
         c, d = blocks
-        x = d - (_mv_small(c, x_next) if unrolled else c @ x_next)
+        x = d - c @ x_next
         return x, x
 
     _, xs = jax.lax.scan(backward, jnp.zeros((m,), diag.dtype), (cs, ds), reverse=True)
@@ -100,7 +99,7 @@ def solve_block_tridiagonal(
             f"{rhs.shape}: expected ({n - 1}, {m}, {m}), ({n}, {m}, {m}), ({n - 1}, {m}, {m}), "
             f"({n}, {m})"
         )
-    return _thomas(lower, diag, upper, rhs, jnp.linalg.solve)
+    return _thomas(lower, diag, upper, rhs)
 
 
 def solve_block_pentadiagonal(
@@ -113,57 +112,90 @@ def solve_block_pentadiagonal(
 ) -> Float[Array, "n m"]:
     """Solve ``A x = rhs`` for a symmetric block-pentadiagonal ``A`` (e.g. ``J^T J + mu I``).
 
-    ``upper1[i] = A[i, i+1]``, ``upper2[i] = A[i, i+2]``; the lower blocks are their transposes.
+    ``upper1[i] = A[i, i+1]``, ``upper2[i] = A[i, i+2]`` (``upper2`` has ``max(n - 2, 0)``
+    blocks); the lower blocks are their transposes.
 
-    Pairs of block rows are grouped into ``2m`` blocks (padding an odd ``n`` with an identity
-    block that decouples) and solved by the block Thomas recursion (``lax.scan`` over ``n/2``
-    steps, ``O(n m^3)``). Each ``2m x 2m`` pivot is solved by an unrolled, unpivoted
-    Gauss-Jordan elimination (:func:`_gauss_jordan`) and the block products are written as
-    broadcast multiply-sums, so a scan step is a few fused vector ops rather than LAPACK/GEMM
-    calls on tiny matrices. This needs non-singular leading block minors (true for SPD ``A``).
-    ``method`` is kept for API stability: only ``"thomas"`` (= ``"auto"``) exists; a dense LU
-    of the assembled matrix was measured slower on CPU even at 90 unknowns.
+    Block Gaussian elimination in the natural order with bandwidth two, ``O(n m^3)``: a forward
+    ``lax.scan`` over the block rows reduces row ``i`` to ``x_i + E_i x_{i+1} + F_i x_{i+2} =
+    g_i``, carrying the augmented blocks ``[E F g]`` of the two previous rows, and a backward scan
+    substitutes. Each ``m x m`` pivot (a Schur complement, SPD when ``A`` is) is solved by an
+    unrolled, unpivoted Gauss-Jordan elimination on the augmented row ``[pivot | Q, A_{i,i+2},
+    b]`` (:func:`_eliminate`) and the block products are broadcast multiply-sums, so a scan step
+    is a few fused vector ops rather than LAPACK/GEMM calls on tiny matrices; the forward scan is
+    unrolled twice. This needs non-singular leading block minors (true for SPD ``A``).
+
+    Measured on CPU against the previous formulation (rows paired into ``2m x 2m`` blocks and a
+    block-tridiagonal Thomas recursion with half the steps): about 3x faster vmapped over 64
+    systems (``m = 3``, 30 or 126 block rows), as fast for a single system. ``method`` is kept
+    for API stability: only ``"thomas"`` (= ``"auto"``) exists; a dense LU or Cholesky of the
+    assembled matrix was measured slower on CPU even at 90 unknowns.
     """
     n, m, _ = diag.shape
     if method not in ("auto", "thomas"):
         raise ValueError(f"method {method!r}: expected 'auto' or 'thomas'")
-    if n == 1:
-        return jnp.linalg.solve(diag[0], rhs[0])[None]
-    if n == 2:
-        top = jnp.concatenate([diag[0], upper1[0]], axis=1)
-        bot = jnp.concatenate([upper1[0].T, diag[1]], axis=1)
-        return jnp.linalg.solve(jnp.concatenate([top, bot], axis=0), rhs.reshape(-1)).reshape(2, m)
-    pad = n % 2
-    eye = jnp.eye(m, dtype=diag.dtype)[None]
-    z = jnp.zeros((pad, m, m), diag.dtype)
-    diag_p = jnp.concatenate([diag, jnp.broadcast_to(eye, (pad, m, m))], axis=0)
-    up1_p = jnp.concatenate([upper1, z], axis=0)  # length n - 1 + pad
-    up2_p = jnp.concatenate([upper2, z, jnp.zeros((1, m, m), diag.dtype)], axis=0)  # n - 1 + pad
-    rhs_p = jnp.concatenate([rhs, jnp.zeros((pad, m), rhs.dtype)], axis=0)
-    p = (n + pad) // 2
-    d_even, d_odd = diag_p[0::2], diag_p[1::2]
-    u1_even = up1_p[0::2]  # A[2k, 2k+1], k = 0..p-1
-    u1_odd = up1_p[1::2]  # A[2k+1, 2k+2], k = 0..p-2
-    u2_even = up2_p[0::2]  # A[2k, 2k+2]
-    u2_odd = up2_p[1::2]  # A[2k+1, 2k+3]
-    big_diag = jnp.concatenate(
+    n2 = max(n - 2, 0)
+    if (
+        diag.shape != (n, m, m)
+        or upper1.shape != (n - 1, m, m)
+        or upper2.shape != (n2, m, m)
+        or rhs.shape != (n, m)
+    ):
+        raise ValueError(
+            f"block shapes diag {diag.shape}, upper1 {upper1.shape}, upper2 {upper2.shape}, rhs "
+            f"{rhs.shape}: expected ({n}, {m}, {m}), ({n - 1}, {m}, {m}), ({n2}, {m}, {m}), "
+            f"({n}, {m})"
+        )
+    dtype = diag.dtype
+    z1 = jnp.zeros((1, m, m), dtype)
+    z2 = jnp.zeros((2, m, m), dtype)
+    # Row i: [A_{i,i-2} A_{i,i-1}] to the left, [A_ii A_{i,i+1} A_{i,i+2} b_i] from the diagonal.
+    left = jnp.concatenate(
         [
-            jnp.concatenate([d_even, u1_even], axis=2),
-            jnp.concatenate([jnp.swapaxes(u1_even, 1, 2), d_odd], axis=2),
+            jnp.concatenate([z2, jnp.swapaxes(upper2, 1, 2)], axis=0)[:n],
+            jnp.concatenate([z1, jnp.swapaxes(upper1, 1, 2)], axis=0),
         ],
-        axis=1,
+        axis=2,
     )
-    zero = jnp.zeros((p - 1, m, m), diag.dtype)
-    big_upper = jnp.concatenate(
+    right = jnp.concatenate(
         [
-            jnp.concatenate([u2_even[: p - 1], zero], axis=2),
-            jnp.concatenate([u1_odd[: p - 1], u2_odd[: p - 1]], axis=2),
+            diag,
+            jnp.concatenate([upper1, z1], axis=0),
+            jnp.concatenate([upper2, z2], axis=0)[:n],
+            rhs[..., None],
         ],
-        axis=1,
+        axis=2,
     )
-    big_lower = jnp.swapaxes(big_upper, 1, 2)
-    x = _thomas(big_lower, big_diag, big_upper, rhs_p.reshape(p, 2 * m), _gauss_jordan, True)
-    return x.reshape(2 * p, m)[:n]
+
+    def forward(carry, blocks):
+        aug1, aug2 = carry  # [E F g] of rows i-1 and i-2, (m, 2m + 1)
+        lft, row = blocks
+        # Substitute x_{i-2} = g_{i-2} - E_{i-2} x_{i-1} - F_{i-2} x_i, then x_{i-1} likewise.
+        t2 = _mm_small(lft[:, :m], aug2)
+        beta = lft[:, m:] - t2[:, :m]  # coefficient of x_{i-1} after the first substitution
+        t1 = _mm_small(beta, aug1)
+        corr = jnp.concatenate(
+            [
+                t2[:, m : 2 * m] + t1[:, :m],
+                t1[:, m : 2 * m],
+                jnp.zeros((m, m), dtype),
+                t2[:, 2 * m :] + t1[:, 2 * m :],
+            ],
+            axis=1,
+        )
+        aug = _eliminate(row - corr, m)
+        return (aug, aug1), aug
+
+    z = jnp.zeros((m, 2 * m + 1), dtype)
+    _, augs = jax.lax.scan(forward, (z, z), (left, right), unroll=2)
+
+    def backward(carry, aug):
+        x1, x2 = carry
+        x = aug[:, 2 * m] - _mv_small(aug[:, :m], x1) - _mv_small(aug[:, m : 2 * m], x2)
+        return (x, x1), x
+
+    zv = jnp.zeros((m,), dtype)
+    _, xs = jax.lax.scan(backward, (zv, zv), augs, reverse=True)
+    return xs
 
 
 def block_tridiagonal_to_dense(lower, diag, upper) -> np.ndarray:
