@@ -7,7 +7,7 @@ segment energies of the baselines), so the Jacobian is block-banded. Three metho
 - ``"lm"``: Levenberg-Marquardt on the stacked residuals. ``J^T J`` is assembled from the
   per-window Jacobian blocks (``jacfwd`` of the local residual, vmapped over windows: ``window``
   block columns, never the dense Jacobian) and the damped normal equations
-  ``(J^T J + mu I) delta = -J^T r`` are solved by the block-banded Thomas recursion of
+  ``(J^T J + mu I) delta = -J^T r`` are solved by the block-banded elimination of
   :mod:`._banded` in ``O(K d^3)``. Nielsen's damping update; a step is accepted only if the
   residual stays finite and decreases, so the returned path is never NaN. Besides ``tol`` /
   ``gtol`` / ``max_iters`` it stops, unconverged, when the steps become negligible or ten accepted
