@@ -39,11 +39,6 @@ def _eliminate(aug, m):
     return aug[..., m:]
 
 
-def _gauss_jordan(a, b):
-    """Solve ``a x = b`` for small ``(m, m)`` / ``(m, c)`` blocks by :func:`_eliminate`."""
-    return _eliminate(jnp.concatenate([a, b], axis=-1), a.shape[-1])
-
-
 def _mm_small(a, b):
     """``a @ b`` for tiny matrices as a broadcast multiply-sum (fuses; no GEMM call)."""
     return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
