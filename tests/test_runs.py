@@ -72,10 +72,13 @@ def test_bad_run_names(tmp_path, bad):
         Run.create("exp", bad, {}, root=tmp_path)
 
 
-def test_truncated_last_line_is_ignored_but_corruption_raises(tmp_path):
+def test_truncated_last_line_is_named_or_repaired_and_corruption_raises(tmp_path):
     p = tmp_path / "metrics.jsonl"
     p.write_text('{"step": 0}\n{"step": 1}\n{"ste')
-    assert load_metrics(p) == [{"step": 0}, {"step": 1}]
+    with pytest.raises(ValueError, match="line 3 is truncated"):
+        load_metrics(p)
+    assert load_metrics(p, repair=True) == [{"step": 0}, {"step": 1}]
+    assert p.read_text() == '{"step": 0}\n{"step": 1}\n'
     p.write_text('{"step": 0}\n{oops\n{"step": 2}\n')
     with pytest.raises(ValueError, match="line 2"):
         load_metrics(p)

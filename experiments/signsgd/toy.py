@@ -1,13 +1,9 @@
-"""The paper's two toy experiments with their exact settings.
+"""The paper's two toy experiments: ``uv run experiments/signsgd/toy.py [smoke|quick|paper]``."""
 
-``uv run experiments/signsgd/toy.py [smoke|quick|paper]``.
+import sys
 
-Intentionally short: the work happens in :func:`geomopt.problems.experiments.run_toy`.
-"""
-
-from geomopt.cli import preset_cli
-from geomopt.problems.experiments import TOY_PRESETS, run_toy
+from geomopt.experiment import main
+from geomopt.problems.exp_toy import EXPERIMENT
 
 if __name__ == "__main__":
-    path = run_toy(preset_cli(TOY_PRESETS, default="quick", description=__doc__))
-    print(f"run folder: {path}  (figures: uv run experiments/signsgd/plot.py)")
+    sys.exit(main(EXPERIMENT))

@@ -1,52 +1,43 @@
-"""The experiment registry behind ``experiments/reproduce.py``.
+"""``experiments/reproduce.py``: run one preset of every registered experiment, then plot.
 
-Each experiment folder may hold a ``registry.py`` that defines ``EXPERIMENTS``, a list of
-:class:`Experiment`. :func:`discover` imports every such file; :func:`run_all` runs the chosen
-preset of each, makes its figures from the saved run folders, and writes a summary table
-(``results/summary.md`` and ``results/summary.json``).
+    uv run experiments/reproduce.py                 # every quick preset
+    uv run experiments/reproduce.py smoke           # every smoke preset (CI runs this)
+    uv run experiments/reproduce.py paper --only gfm/paths
+    uv run experiments/reproduce.py --list
+
+Runs go to ``<out>/<family>/<name>/<preset>/``, figures to ``<out>/figures/<family>/``, and the
+table of outcomes and headline numbers to ``<out>/summary.md`` / ``summary.json``. A finished
+run is reused (not rerun) unless ``--overwrite`` is given.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import importlib.util
+import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
+from geomopt.experiment import DEFAULT_OUT, Experiment, Outcome, execute, headline_table, plot_run
 from geomopt.runs import atomic_write_bytes, atomic_write_json
 
-__all__ = ["Experiment", "Outcome", "discover", "run_all", "format_table"]
-
-Preset = Literal["quick", "paper"]
-PRESETS: tuple[str, ...] = ("quick", "paper")
+__all__ = ["reproduce", "main", "select"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Experiment:
-    """One reproducible experiment.
-
-    Attributes:
-        name: unique id, ``<family>/<experiment>`` (e.g. ``"signsgd/toy"``).
-        description: one line saying what it shows.
-        run: ``run(preset, root, overwrite)`` runs the experiment through the library and
-            writes its run folder(s) under ``root``.
-        plot: ``plot(root, figures_dir)`` makes figures from the saved runs only and returns
-            the paths of the files it wrote.
-        command: the shell command that rebuilds it with the quick preset (for the README).
-    """
-
-    name: str
-    description: str
-    run: Callable[[str, Path, bool], None]
-    plot: Callable[[Path, Path], Sequence[Path]]
-    command: str = ""
+def select(experiments: Sequence[Experiment], only: Sequence[str]) -> list[Experiment]:
+    """Experiments whose name equals or starts with one of ``only`` (all when empty)."""
+    chosen = [e for e in experiments if not only or any(e.name.startswith(o) for o in only)]
+    if only and not chosen:
+        known = ", ".join(e.name for e in experiments)
+        raise ValueError(f"--only {list(only)} matches no experiment; known: {known}")
+    return chosen
 
 
 @dataclasses.dataclass
-class Outcome:
+class Result:
+    outcome: Outcome | None
     name: str
     status: str
     seconds: float
@@ -54,81 +45,135 @@ class Outcome:
     error: str = ""
 
 
-def discover(experiments_dir: str | Path) -> list[Experiment]:
-    """Import ``<experiments_dir>/*/registry.py`` and collect their ``EXPERIMENTS`` lists."""
-    found: list[Experiment] = []
-    for reg in sorted(Path(experiments_dir).glob("*/registry*.py")):
-        mod_name = f"_geomopt_registry_{reg.parent.name}_{reg.stem}"
-        spec = importlib.util.spec_from_file_location(mod_name, reg)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import experiment registry {reg}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        exps = getattr(module, "EXPERIMENTS", None)
-        if not isinstance(exps, (list, tuple)) or not all(isinstance(e, Experiment) for e in exps):
-            raise TypeError(f"{reg}: EXPERIMENTS must be a list of geomopt.reproduce.Experiment")
-        found.extend(exps)
-    names = [e.name for e in found]
-    dupes = {n for n in names if names.count(n) > 1}
-    if dupes:
-        raise ValueError(f"experiment names registered twice: {sorted(dupes)}")
-    return found
-
-
-def run_all(
+def reproduce(
     experiments: Sequence[Experiment],
     *,
     preset: str,
-    root: str | Path = "results",
-    only: Sequence[str] = (),
-    overwrite: bool = True,
+    out: Path = DEFAULT_OUT,
+    overwrite: bool = False,
     keep_going: bool = True,
-    log: Callable[[str], None] = print,
-) -> list[Outcome]:
-    """Run and plot each experiment; return one :class:`Outcome` per experiment.
-
-    ``only`` keeps experiments whose name starts with one of its entries. With ``keep_going``
-    a failing experiment is recorded (with its traceback in the summary) and the rest still run.
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"preset {preset!r}: expected one of {PRESETS}")
-    root = Path(root)
-    chosen = [e for e in experiments if not only or any(e.name.startswith(o) for o in only)]
-    if only and not chosen:
-        known = ", ".join(e.name for e in experiments)
-        raise ValueError(f"--only {list(only)} matches no experiment; known: {known}")
-    outcomes = []
-    for exp in chosen:
-        log(f"[reproduce] {exp.name} ({preset}): {exp.description}")
+    argv: Sequence[str] | None = None,
+) -> list[Result]:
+    """Run ``preset`` of each experiment (reusing finished runs), plot it, write the summary."""
+    out = Path(out)
+    results = []
+    for i, exp in enumerate(experiments):
+        print(f"[{i + 1}/{len(experiments)}] {exp.name} ({preset}): {exp.description}",
+              file=sys.stderr, flush=True)  # fmt: skip
         t0 = time.perf_counter()
-        figures_dir = root / "figures"
         try:
-            exp.run(preset, root, overwrite)
-            figs = [str(p) for p in exp.plot(root, figures_dir)]
-            outcomes.append(Outcome(exp.name, "ok", time.perf_counter() - t0, figs))
-        except Exception:
+            outcome = execute(exp, exp.preset(preset), preset=preset, out=out,
+                              overwrite=overwrite, reuse=True, argv=argv)  # fmt: skip
+            figs = [str(p) for p in plot_run(exp, outcome.path, out / "figures" / exp.family)]
+            results.append(Result(outcome, exp.name, outcome.status, time.perf_counter() - t0,
+                                  figs))  # fmt: skip
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:
             if not keep_going:
                 raise
             err = traceback.format_exc()
-            log(err)
-            outcomes.append(Outcome(exp.name, "FAILED", time.perf_counter() - t0, [], err))
-        log(f"[reproduce] {exp.name}: {outcomes[-1].status} in {outcomes[-1].seconds:.1f}s")
-    atomic_write_json(root / "summary.json", [dataclasses.asdict(o) for o in outcomes])
-    atomic_write_bytes(root / "summary.md", format_table(outcomes, preset).encode())
-    return outcomes
+            print(err, file=sys.stderr)
+            results.append(Result(None, exp.name, "FAILED", time.perf_counter() - t0, [],
+                                  f"{type(e).__name__}: {e}"))  # fmt: skip
+        r = results[-1]
+        print(f"[{i + 1}/{len(experiments)}] {exp.name}: {r.status} in {r.seconds:.1f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+    atomic_write_json(out / "summary.json", {
+        "preset": preset,
+        "results": [
+            {"experiment": r.name, "status": r.status, "seconds": r.seconds,
+             "figures": r.figures, "error": r.error,
+             "run": str(r.outcome.path) if r.outcome else None,
+             "headline": r.outcome.headline if r.outcome else {}}
+            for r in results
+        ],
+    })  # fmt: skip
+    atomic_write_bytes(out / "summary.md", format_markdown(results, preset).encode())
+    return results
 
 
-def format_table(outcomes: Sequence[Outcome], preset: str) -> str:
-    """A Markdown table: experiment, status, runtime, figures."""
+def format_markdown(results: Sequence[Result], preset: str) -> str:
     lines = [
         f"# geomopt reproduction ({preset} preset)",
         "",
-        "| experiment | status | runtime (s) | figures |",
-        "|---|---|---:|---|",
+        "| experiment | status | runtime (s) | headline | figures |",
+        "|---|---|---:|---|---|",
     ]
-    for o in outcomes:
-        figs = "<br>".join(o.figures) if o.figures else "-"
-        lines.append(f"| {o.name} | {o.status} | {o.seconds:.1f} | {figs} |")
-    total = sum(o.seconds for o in outcomes)
-    lines += ["", f"Total: {total:.1f} s"]
+    for r in results:
+        head = r.outcome.headline if r.outcome else {}
+        hl = "<br>".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                         for k, v in head.items()) or "-"  # fmt: skip
+        figs = "<br>".join(r.figures) or "-"
+        status = r.status if not r.error else f"{r.status}: {r.error.splitlines()[0]}"
+        lines.append(f"| {r.name} | {status} | {r.seconds:.1f} | {hl} | {figs} |")
+    lines += ["", f"Total: {sum(r.seconds for r in results):.1f} s"]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from geomopt.registry import load_all
+
+    parser = argparse.ArgumentParser(
+        prog="reproduce.py",
+        description=__doc__.split("\n\n")[0] + " The quick set takes about 10 minutes on 2 cores "
+        "(measured; see README.md), the smoke set under 3 minutes.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "preset",
+        nargs="?",
+        default="quick",
+        help="preset to run for every experiment: smoke, quick (default), paper",
+    )
+    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=(),
+        metavar="NAME",
+        help="run only experiments whose name starts with one of these",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="folder for runs, figures and the summary (default: results)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="rerun experiments whose run folder is already finished",
+    )
+    parser.add_argument("--stop-on-error", action="store_true",
+                        help="stop at the first failing experiment")  # fmt: skip
+    args = parser.parse_args(argv)
+    experiments = load_all()
+    if args.list:
+        for e in experiments:
+            print(f"{e.name:28s} {', '.join(e.presets):28s} {e.description}")
+        return 0
+    try:
+        chosen = select(experiments, args.only)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    missing = [e.name for e in chosen if args.preset not in e.presets]
+    if missing:
+        print(f"preset {args.preset!r} missing in {missing}", file=sys.stderr)
+        return 2
+    full_argv = ["experiments/reproduce.py", *(sys.argv[1:] if argv is None else argv)]
+    try:
+        results = reproduce(chosen, preset=args.preset, out=args.out, overwrite=args.overwrite,
+                            keep_going=not args.stop_on_error, argv=full_argv)  # fmt: skip
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command again to continue (finished runs are reused)",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    print()
+    print(headline_table([r.outcome for r in results if r.outcome is not None]))
+    for r in results:
+        if r.status == "FAILED":
+            print(f"FAILED {r.name}: {r.error}")
+    print(f"\nsummary: {args.out / 'summary.md'}   figures: {args.out / 'figures'}")
+    return 0 if all(r.status != "FAILED" for r in results) else 1

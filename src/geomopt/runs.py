@@ -36,6 +36,9 @@ __all__ = [
     "atomic_write_json",
     "load_metrics",
     "load_run",
+    "read_run",
+    "RunRecord",
+    "RunError",
     "to_jsonable",
 ]
 
@@ -46,6 +49,10 @@ SUMMARY_FILE = "summary.json"
 
 class RunExistsError(FileExistsError):
     """A complete run folder exists and ``overwrite`` was not requested."""
+
+
+class RunError(ValueError):
+    """A run folder is missing, unfinished or holds a corrupt file; the message names it."""
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -90,6 +97,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -101,23 +109,32 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` (converted by :func:`to_jsonable`) as indented JSON, atomically."""
     text = json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n"
     atomic_write_bytes(path, text.encode())
 
 
-def load_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+def load_metrics(path: str | os.PathLike, *, repair: bool = False) -> list[dict[str, Any]]:
     """Read a ``metrics.jsonl`` file (or the run folder holding one).
 
-    A last line cut short by a crash is ignored; any other malformed line raises naming it.
+    Every malformed line raises :class:`RunError` naming the file and line. A last line cut
+    short by a crash (no final newline) is an error too, unless ``repair`` is set: then it is
+    removed from the file (the runner does this when it resumes a run) and a warning says so.
     """
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_FILE
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
+    text = path.read_text()
+    lines = text.split("\n")
     rows = []
     for i, line in enumerate(lines):
         if not line.strip():
@@ -125,21 +142,82 @@ def load_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            if i == len(lines) - 1:
+            last = i == len(lines) - 1  # no newline after it: the write was cut short
+            if last and repair:
+                good = "\n".join(lines[:i]) + ("\n" if i else "")
+                atomic_write_bytes(path, good.encode())
+                print(f"warning: {path}: dropped truncated line {i + 1} of an interrupted run",
+                      file=sys.stderr)  # fmt: skip
                 break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON ({e})") from e
+            what = "is truncated (the run was interrupted while writing it)" if last else (
+                f"is not valid JSON ({e})")  # fmt: skip
+            raise RunError(f"{path}: line {i + 1} {what}") from e
     return rows
 
 
-def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], dict | None]:
-    """Return ``(config, metrics, summary)`` of a run folder; ``summary`` is None if unfinished."""
+def read_json(path: Path) -> Any:
+    """Read a JSON file; a missing or corrupt one raises :class:`RunError` naming it."""
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RunError(f"{path}: corrupt JSON ({e})") from e
+    except OSError as e:
+        raise RunError(f"{path}: cannot read ({e})") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """A run folder as read back: ``config.json``, ``metrics.jsonl`` and ``summary.json``."""
+
+    path: Path
+    config: dict
+    metrics: list[dict]
+    summary: dict | None
+
+    @property
+    def experiment(self) -> str | None:
+        return self.config.get("experiment")
+
+    @property
+    def preset(self) -> str | None:
+        return self.config.get("preset")
+
+    @property
+    def config_values(self) -> dict:
+        """The experiment's config fields (``config.json["config"]``)."""
+        return self.config.get("config", {})
+
+    @property
+    def headline(self) -> dict:
+        return (self.summary or {}).get("headline", {})
+
+    @property
+    def details(self) -> dict:
+        return (self.summary or {}).get("details", {})
+
+
+def read_run(path: str | os.PathLike) -> RunRecord:
+    """Read a run folder; every missing or corrupt file raises :class:`RunError` naming it."""
     path = Path(path)
+    if not path.is_dir():
+        raise RunError(f"{path}: no such run folder")
     if not (path / CONFIG_FILE).exists():
-        raise FileNotFoundError(f"{path}: no {CONFIG_FILE}; not a run folder")
-    config = json.loads((path / CONFIG_FILE).read_text())
+        raise RunError(f"{path}: no {CONFIG_FILE}; not a run folder")
+    config = read_json(path / CONFIG_FILE)
+    if not isinstance(config, dict):
+        raise RunError(f"{path / CONFIG_FILE}: expected a JSON object")
     summary_path = path / SUMMARY_FILE
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-    return config, load_metrics(path), summary
+    summary = read_json(summary_path) if summary_path.exists() else None
+    return RunRecord(path, config, load_metrics(path), summary)
+
+
+def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], dict | None]:
+    """Return ``(config, metrics, summary)`` of a run folder; ``summary`` is None if unfinished.
+
+    Superseded by :func:`read_run`; kept while experiments move to :mod:`geomopt.experiment`.
+    """
+    record = read_run(path)
+    return record.config, record.metrics, record.summary
 
 
 @dataclasses.dataclass

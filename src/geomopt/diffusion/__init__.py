@@ -13,25 +13,42 @@ Every potential and denoiser acts on ONE point ``x`` and a scalar ``sigma``: ``s
 ``denoise(x, sigma)``; the analytic ones also ``log_density`` and ``energy = -log p``.
 """
 
-from geomopt.diffusion._analytic import GaussianMixture as GaussianMixture
-from geomopt.diffusion._analytic import Potential as Potential
-from geomopt.diffusion._analytic import SmoothedCircle as SmoothedCircle
-from geomopt.diffusion._analytic import SmoothedManifold as SmoothedManifold
-from geomopt.diffusion._analytic import SmoothedSphere as SmoothedSphere
-from geomopt.diffusion._analytic import quadrature_nodes as quadrature_nodes
-from geomopt.diffusion._edm import DenoiserConfig as DenoiserConfig
-from geomopt.diffusion._edm import EDMDenoiser as EDMDenoiser
-from geomopt.diffusion._edm import edm_loss as edm_loss
-from geomopt.diffusion._edm import edm_loss_weight as edm_loss_weight
-from geomopt.diffusion._edm import edm_preconditioning as edm_preconditioning
-from geomopt.diffusion._sample import edm_sigma_steps as edm_sigma_steps
-from geomopt.diffusion._sample import sample_pf_ode as sample_pf_ode
-from geomopt.diffusion._train import SCORE_PRESETS as SCORE_PRESETS
-from geomopt.diffusion._train import ScoreConfig as ScoreConfig
-from geomopt.diffusion._train import TrainConfig as TrainConfig
-from geomopt.diffusion._train import load_denoiser as load_denoiser
-from geomopt.diffusion._train import save_denoiser as save_denoiser
-from geomopt.diffusion._train import score_dir as score_dir
-from geomopt.diffusion._train import train_denoiser as train_denoiser
-from geomopt.diffusion._train import train_for_manifold as train_for_manifold
-from geomopt.diffusion._train import train_scores as train_scores
+import lazy_loader as _lazy
+
+# Submodules are imported on first use, so that `--help` of every entry point and the
+# experiment declarations load without JAX (see geomopt.experiment).
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submod_attrs={
+        "_analytic": [
+            "GaussianMixture",
+            "Potential",
+            "SmoothedCircle",
+            "SmoothedManifold",
+            "SmoothedSphere",
+            "quadrature_nodes",
+        ],
+        "_edm": [
+            "DenoiserConfig",
+            "EDMDenoiser",
+            "edm_loss",
+            "edm_loss_weight",
+            "edm_preconditioning",
+        ],
+        "_sample": [
+            "edm_sigma_steps",
+            "sample_pf_ode",
+        ],
+        "_train": [
+            "SCORE_PRESETS",
+            "ScoreConfig",
+            "TrainConfig",
+            "load_denoiser",
+            "save_denoiser",
+            "score_dir",
+            "train_denoiser",
+            "train_for_manifold",
+            "train_scores",
+        ],
+    },
+)

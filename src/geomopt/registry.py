@@ -1,0 +1,33 @@
+"""The static list of every experiment, in the order ``experiments/reproduce.py`` runs them.
+
+Each entry is ``"<module>:EXPERIMENT"``; importing the module is cheap (no JAX), so listing and
+``--help`` stay instant. Add a new experiment here and in its family's README.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from geomopt.experiment import Experiment
+
+__all__ = ["EXPERIMENTS", "load", "load_all"]
+
+EXPERIMENTS: tuple[str, ...] = ("geomopt.problems.exp_toy",)
+
+
+def load(module: str) -> Experiment:
+    """Import one experiment module and return its ``EXPERIMENT``."""
+    exp = getattr(importlib.import_module(module), "EXPERIMENT", None)
+    if not isinstance(exp, Experiment):
+        raise TypeError(f"{module}.EXPERIMENT is not a geomopt.experiment.Experiment")
+    return exp
+
+
+def load_all() -> list[Experiment]:
+    """Every registered experiment; raises if two share a name."""
+    exps = [load(m) for m in EXPERIMENTS]
+    names = [e.name for e in exps]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"experiment names registered twice: {dupes}")
+    return exps

@@ -1,0 +1,266 @@
+"""The experiment layer: one type, one runner, its folder rules, CLI, plotting and reproduction.
+
+A tiny pure-Python experiment stands in for the real ones (their smoke presets are tested in each
+family's ``test_exp_*.py``), so these tests check the runner's rules, not any science.
+"""
+
+import dataclasses
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geomopt import experiment as ex
+from geomopt.experiment import Experiment, Run, execute, main, parse, plot_run
+from geomopt.runs import RunError, RunExistsError, load_metrics, read_run
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    n: int = 3
+    """Number of steps."""
+    scale: float = 1.0
+    """A factor."""
+    interrupt_at: int = -1
+    """Raise KeyboardInterrupt at this step (tests only)."""
+
+
+def _validate(cfg: Cfg) -> None:
+    if cfg.n < 1:
+        raise ValueError(f"n={cfg.n}: expected >= 1")
+
+
+def _run(cfg: Cfg, run: Run) -> dict[str, float]:
+    done = len(run.metrics())
+    for i in run.progress(range(done, cfg.n), desc="steps"):
+        if i == cfg.interrupt_at:
+            raise KeyboardInterrupt
+        run.log(i, value=i * cfg.scale)
+    run.details["resumed"] = run.resumed
+    return {"total": sum(r["value"] for r in run.metrics()), "steps": len(run.metrics())}
+
+
+def _plot(run_dir: Path, out: Path) -> list[Path]:
+    record = read_run(run_dir)
+    if not record.metrics:
+        return []
+    path = ex.figure_path(run_dir, out, "values")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([r["value"] for r in record.metrics]))
+    return [path]
+
+
+def make(resumable=False) -> Experiment:
+    return Experiment(
+        name="test/toy",
+        description="a pure-Python test experiment",
+        presets={"smoke": Cfg(n=2), "quick": Cfg(), "paper": Cfg(n=10)},
+        run=_run,
+        plot=_plot,
+        validate=_validate,
+        resumable=resumable,
+    )
+
+
+def test_folder_layout_provenance_headline_and_modes(tmp_path):
+    old = os.umask(0o022)
+    try:
+        outcome = execute(make(), Cfg(), preset="quick", out=tmp_path, argv=["x.py", "quick"])
+    finally:
+        os.umask(old)
+    path = tmp_path / "test" / "toy" / "quick"
+    assert outcome.path == path and outcome.status == "ran"
+    assert sorted(p.name for p in path.iterdir()) == [
+        "config.json",
+        "metrics.jsonl",
+        "summary.json",
+    ]
+    for p in path.iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644, p
+    config = json.loads((path / "config.json").read_text())
+    assert config["config"] == {"n": 3, "scale": 1.0, "interrupt_at": -1}
+    prov = config["provenance"]
+    assert prov["command"] == "x.py quick"
+    assert {"git_commit", "git_dirty", "versions", "devices", "started"} <= set(prov)
+    assert {"python", "jax", "jaxlib", "optax", "flax", "equinox"} <= set(prov["versions"])
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["headline"] == {"total": 3.0, "steps": 3}
+    assert outcome.headline == summary["headline"]
+
+
+def test_invalid_config_creates_no_folder(tmp_path):
+    with pytest.raises(ValueError, match="n=0"):
+        execute(make(), Cfg(n=0), preset="quick", out=tmp_path)
+    assert not (tmp_path / "test").exists()
+
+
+def test_wrong_config_type_is_refused(tmp_path):
+    with pytest.raises(TypeError, match="expected Cfg"):
+        execute(make(), {"n": 3}, preset="quick", out=tmp_path)
+
+
+def test_finished_run_is_never_replaced_without_overwrite(tmp_path):
+    exp = make()
+    execute(exp, Cfg(), preset="quick", out=tmp_path)
+    with pytest.raises(RunExistsError, match="--overwrite"):
+        execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path)
+    reused = execute(exp, Cfg(), preset="quick", out=tmp_path, reuse=True)
+    assert reused.status == "existing" and reused.headline["total"] == 3.0
+    again = execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path, overwrite=True)
+    assert again.status == "ran" and again.headline["total"] == 6.0
+    beside = execute(exp, Cfg(), preset="quick", out=tmp_path, name="other")
+    assert beside.path.name == "other"
+
+
+def test_unfinished_run_is_refused_or_resumed(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        execute(make(), Cfg(n=5, interrupt_at=3), preset="quick", out=tmp_path)
+    path = tmp_path / "test" / "toy" / "quick"
+    assert len(load_metrics(path)) == 3 and not (path / "summary.json").exists()
+    with pytest.raises(RunExistsError, match="cannot resume; pass --overwrite"):
+        execute(make(), Cfg(n=5, interrupt_at=3), preset="quick", out=tmp_path)
+    with pytest.raises(RunExistsError, match="interrupt_at differ"):
+        execute(make(resumable=True), Cfg(n=5), preset="quick", out=tmp_path)
+    # the same settings resume: the three logged rows are kept and two more are added
+    with open(path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "val')  # a line cut short by the interruption
+    cfg = Cfg(n=5, interrupt_at=3)
+    exp = make(resumable=True)
+    # interrupt_at=3 is past: the run continues from step 3 only because rows 0..2 exist
+    exp = dataclasses.replace(
+        exp, run=lambda c, r: _run(dataclasses.replace(c, interrupt_at=-1), r)
+    )
+    outcome = execute(exp, cfg, preset="quick", out=tmp_path)
+    assert outcome.status == "resumed"
+    assert [r["step"] for r in load_metrics(path)] == [0, 1, 2, 3, 4]
+    assert read_run(path).details["resumed"] is True
+
+
+def test_truncated_or_corrupt_files_are_named(tmp_path):
+    execute(make(), Cfg(), preset="quick", out=tmp_path)
+    path = tmp_path / "test" / "toy" / "quick"
+    with open(path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 9, "va')
+    with pytest.raises(RunError, match=r"metrics.jsonl: line 4 is truncated"):
+        read_run(path)
+    (path / "metrics.jsonl").write_text('{"a": 1}\nnot json\n{"a": 2}\n')
+    with pytest.raises(RunError, match="line 2 is not valid JSON"):
+        load_metrics(path)
+    (path / "config.json").write_text("{broken")
+    with pytest.raises(RunError, match=r"config.json: corrupt JSON"):
+        read_run(path)
+
+
+def test_plot_run_errors_name_the_folder(tmp_path):
+    exp = make()
+    with pytest.raises(RunError, match="no such run folder"):
+        plot_run(exp, tmp_path / "missing", tmp_path / "fig")
+    with pytest.raises(KeyboardInterrupt):
+        execute(exp, Cfg(n=5, interrupt_at=2), preset="quick", out=tmp_path)
+    path = tmp_path / "test" / "toy" / "quick"
+    with pytest.raises(RunError, match="unfinished run"):
+        plot_run(exp, path, tmp_path / "fig")
+    execute(exp, Cfg(n=2), preset="smoke", out=tmp_path)
+    figs = plot_run(exp, tmp_path / "test" / "toy" / "smoke", tmp_path / "fig")
+    assert [f.name for f in figs] == ["values_smoke.png"]
+    (tmp_path / "test" / "toy" / "smoke" / "metrics.jsonl").write_text("")
+    with pytest.raises(RunError, match="drew no figure"):
+        plot_run(exp, tmp_path / "test" / "toy" / "smoke", tmp_path / "fig")
+
+
+def test_parse_presets_positional_optional_and_fields_overridable():
+    exp = make()
+    preset, cfg, opts = parse(exp, [])
+    assert preset == "quick" and cfg == Cfg() and opts.out == Path("results")
+    preset, cfg, opts = parse(exp, ["paper", "--scale", "2.5", "--out", "/tmp/o", "--overwrite"])
+    assert preset == "paper" and cfg == Cfg(n=10, scale=2.5)
+    assert opts.out == Path("/tmp/o") and opts.overwrite and opts.name is None
+    with pytest.raises(SystemExit, match="unknown preset 'nope'"):
+        parse(exp, ["nope"])
+
+
+def test_main_prints_headline_and_figures(tmp_path, capsys):
+    assert main(make(), ["smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "test/toy (smoke, ran" in out and "total = 1" in out and "values_smoke.png" in out
+    assert main(make(), ["smoke", "--out", str(tmp_path)]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_main_ctrl_c_prints_one_line_with_the_resume_hint(tmp_path, capsys):
+    code = main(make(resumable=True), ["--interrupt-at", "1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in err
+    assert "interrupted:" in err and "resume with: uv run" in err
+    code = main(make(), ["--interrupt-at", "1", "--out", str(tmp_path), "--overwrite"])
+    assert code == 130 and "--overwrite" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_experiment_declaration_is_checked():
+    with pytest.raises(ValueError, match="<family>/<name>"):
+        dataclasses.replace(make(), name="toy")
+    with pytest.raises(ValueError, match="smoke"):
+        dataclasses.replace(make(), presets={"quick": Cfg()})
+
+    @dataclasses.dataclass(frozen=True)
+    class Clash:
+        out: int = 1
+
+    with pytest.raises(TypeError, match="clash"):
+        dataclasses.replace(make(), presets={"smoke": Clash(), "quick": Clash()})
+
+    @dataclasses.dataclass
+    class Mutable:
+        n: int = 1
+
+    with pytest.raises(TypeError, match="frozen"):
+        dataclasses.replace(make(), presets={"smoke": Mutable(), "quick": Mutable()})
+
+
+def test_headline_must_be_flat_numbers(tmp_path):
+    bad = dataclasses.replace(make(), run=lambda c, r: {"a": {"nested": 1}})
+    with pytest.raises(TypeError, match=r"headline\['a'\]"):
+        execute(bad, Cfg(), preset="quick", out=tmp_path)
+
+
+def test_progress_rate_excludes_the_compiling_update():
+    bar = ex.Progress(total=5, desc="d=64, seed 3/16", warmup=1, enabled=True)
+    assert "compiling" in bar.bar.desc
+    bar.update(1)
+    assert bar.bar.initial == 1 and bar.bar.desc.startswith("d=64, seed 3/16:")
+    bar.update(2, loss=0.5)
+    assert bar.bar.n == 3 and bar.bar.format_dict["initial"] == 1
+    bar.close()
+
+
+def test_cache_dir_is_keyed_by_content(tmp_path):
+    run = Run(
+        tmp_path, experiment=make(), config=Cfg(), preset="quick", out=tmp_path, resumed=False
+    )
+    a = run.cache_dir("model", {"steps": 10, "width": 32})
+    b = run.cache_dir("model", {"width": 32, "steps": 10})
+    c = run.cache_dir("model", {"steps": 11, "width": 32})
+    assert a == b != c and json.loads((a / "key.json").read_text())["steps"] == 10
+
+
+def test_registered_experiments_load_and_parse_without_jax():
+    """Every entry point's --help path (import + parse) must not import JAX (it takes seconds)."""
+    code = (
+        "import sys\n"
+        "from geomopt.registry import load_all\n"
+        "from geomopt.experiment import parse\n"
+        "exps = load_all()\n"
+        "for e in exps:\n"
+        "    for p in e.presets:\n"
+        "        parse(e, [p])\n"
+        "bad = [m for m in ('jax', 'jaxlib', 'flax', 'equinox', 'optax') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        "print(len(exps))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= 1
