@@ -19,6 +19,13 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
+        "_config": [
+            "DataConfig",
+            "GPT2Config",
+            "OptimConfig",
+            "TrainConfig",
+            "presets",
+        ],
         "_data": [
             "SHARD_MAGIC",
             "SHARD_VERSION",
@@ -41,13 +48,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_model": [
             "GPT2",
-            "GPT2Config",
             "abstract_param_count",
             "count_params",
             "flops_per_token",
             "param_label",
             "param_labels",
-            "presets",
         ],
         "_noise": [
             "noise_density",
@@ -62,10 +67,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "write_shards",
         ],
         "_train": [
-            "DataConfig",
             "NonFiniteLossError",
-            "OptimConfig",
-            "TrainConfig",
             "build_optimizer",
             "lr_schedule",
             "make_mesh",

@@ -8,13 +8,13 @@ matmuls run in bf16 on accelerators (what PyTorch's autocast does in the paper's
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
+
+from geomopt.lm._config import GPT2Config, presets
 
 __all__ = [
     "GPT2Config",
@@ -26,65 +26,6 @@ __all__ = [
     "param_label",
     "param_labels",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class GPT2Config:
-    """Shape and numerics of a GPT-2 model."""
-
-    vocab_size: int = 50304
-    """Vocabulary size (GPT-2 BPE has 50257 tokens; 50304 pads it to a multiple of 64)."""
-    n_layer: int = 12
-    """Number of transformer blocks."""
-    n_head: int = 12
-    """Attention heads per block; must divide d_model."""
-    d_model: int = 768
-    """Residual-stream width."""
-    context: int = 1024
-    """Maximum sequence length (number of learned position embeddings)."""
-    bias: bool = False
-    """Biases in the linear layers and LayerNorms (GPT-2 original: True; the paper: False)."""
-    dropout: float = 0.0
-    """Dropout rate on attention output, MLP output and embeddings (active when a key is passed)."""
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Compute dtype of the matmuls (auto: bfloat16 on accelerators, float32 on CPU);
-    parameters and optimiser state stay float32 either way."""
-
-    def __post_init__(self):
-        for name in ("vocab_size", "n_layer", "n_head", "d_model", "context"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPT2Config.{name}={value!r}: expected a positive integer")
-        if self.d_model % self.n_head:
-            raise ValueError(
-                f"GPT2Config: d_model={self.d_model} is not divisible by n_head={self.n_head}"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPT2Config.dropout={self.dropout}: expected 0 <= dropout < 1")
-        if self.dtype not in ("auto", "float32", "bfloat16"):
-            raise ValueError(f"GPT2Config.dtype={self.dtype!r}: expected auto, float32 or bfloat16")
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
-
-    @property
-    def compute_dtype(self):
-        if self.dtype == "auto":
-            return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
-        return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
-
-
-presets: dict[str, GPT2Config] = {
-    "124M": GPT2Config(),
-    "gpt2-original": GPT2Config(vocab_size=50257, bias=True),
-    "cpu-demo": GPT2Config(vocab_size=256, n_layer=4, n_head=4, d_model=256, context=256),
-    "demo-quick": GPT2Config(vocab_size=256, n_layer=2, n_head=4, d_model=128, context=64),
-    "tiny": GPT2Config(vocab_size=256, n_layer=2, n_head=2, d_model=32, context=32),
-}
-"""Named configs. ``124M``: GPT-2 small as in the paper (no biases, vocab padded to 50304);
-``gpt2-original``: the released GPT-2 small (biases, vocab 50257; 124,439,808 parameters);
-``cpu-demo``/``demo-quick``: byte-level models for the offline corpus; ``tiny``: tests."""
 
 
 def _expand(v, ndim: int):

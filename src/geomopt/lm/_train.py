@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +31,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
+from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm._data import BatchLoader, TokenData, build_offline_corpus
-from geomopt.lm._model import GPT2, GPT2Config, flops_per_token, param_label, presets
+from geomopt.lm._model import GPT2, flops_per_token, param_label
 from geomopt.lm._noise import noise_density, noise_groups, welford_variance
 from geomopt.runs import METRICS_FILE, Progress, Run, atomic_write_bytes, load_metrics
 
@@ -47,134 +48,6 @@ __all__ = [
     "peak_flops_per_device",
     "train",
 ]
-
-OptimName = Literal["adamw", "sgd", "sign_sgd", "signum", "muon"]
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimConfig:
-    """Optimiser, learning-rate schedule and clipping."""
-
-    name: OptimName = "adamw"
-    """adamw; sgd (momentum, coupled L2 decay); sign_sgd; signum; muon (hidden matrices) with
-    AdamW for embeddings, gains and biases."""
-    lr: float = 1e-3
-    """Peak learning rate (for muon: of the Muon part)."""
-    weight_decay: float = 0.0
-    """Weight decay on hidden weight matrices only (decoupled; coupled L2 for sgd)."""
-    momentum: float = 0.9
-    """Momentum of sgd / signum / muon."""
-    nesterov: bool = False
-    """Nesterov momentum for sgd and muon."""
-    b1: float = 0.9
-    """AdamW beta1 (also muon's AdamW part)."""
-    b2: float = 0.95
-    """AdamW beta2 (also muon's AdamW part)."""
-    adam_lr: float = 3e-3
-    """muon only: peak learning rate of the AdamW part (embeddings, gains, biases)."""
-    schedule: Literal["one_cycle", "wsd", "cosine", "constant"] = "one_cycle"
-    """one_cycle: the paper's (cosine from lr/100 up over warmup_frac, cosine back to lr/100);
-    wsd: warmup-stable-decay; cosine: linear warm-up then cosine to zero."""
-    warmup_frac: float = 0.1
-    """Fraction of the steps spent warming up."""
-    decay_frac: float = 0.2
-    """wsd only: fraction of the steps spent in the final linear decay."""
-    clip: float = 1.0
-    """Global gradient-norm clipping threshold; 0 disables clipping."""
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-    """Where the tokens come from."""
-
-    source: Literal["offline", "shards"] = "offline"
-    """offline: the Python standard library's sources, byte-level (vocab 256), built on first
-    use; shards: token files given by train/val (prepare them with prepare_data.py)."""
-    train: str = ""
-    """Glob of training token files (shards or nanoGPT .bin), for source=shards."""
-    val: str = ""
-    """Glob of validation token files, for source=shards."""
-    format: Literal["auto", "shard", "nanogpt"] = "auto"
-    """Token file format; auto tells shards (magic header) from headerless nanoGPT files."""
-    offline_dir: str = ""
-    """Folder for the offline corpus shards (train.bin, val.bin); empty uses
-    $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""
-    offline_bytes: int = 8_000_000
-    """Bytes of standard-library text in the offline corpus."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """A GPT-2 pretraining run (``uv run experiments/signsgd/pretrain.py PRESET --help``)."""
-
-    model: GPT2Config = presets["tiny"]
-    """Model shape and compute dtype."""
-    optim: OptimConfig = OptimConfig()
-    """Optimiser, schedule, clipping."""
-    data: DataConfig = DataConfig()
-    """Token source."""
-    seq_len: int = 0
-    """Training sequence length; 0 uses the model context."""
-    batch_size: int = 16
-    """Global batch in sequences per optimiser step (summed over accumulation and devices)."""
-    grad_accum: int = 1
-    """Micro-batches accumulated per step (batch_size must be divisible by it)."""
-    steps: int = 100
-    """Optimiser steps."""
-    seed: int = 0
-    """Seed of the initial parameters, the batch order and dropout."""
-    eval_every: int = 50
-    """Validate every this many steps (and at the end); 0 only at the end."""
-    eval_batches: int = 8
-    """Number of fixed validation batches (the paper: 64); 0 skips validation."""
-    eval_batch_size: int = 0
-    """Sequences per validation batch; 0 uses the micro-batch size."""
-    log_every: int = 10
-    """Write throughput and MFU every this many steps (losses are logged every step)."""
-    ckpt_every: int = 0
-    """Checkpoint every this many steps (and always at the end); 0 only at the end."""
-    ckpt_keep: int = 2
-    """Checkpoints kept on disk (the newest)."""
-    noise_steps: tuple[int, ...] = ()
-    """Steps (after that many updates; 0: at initialisation) at which to measure noise density."""
-    noise_samples: int = 16
-    """Mini-batch gradients drawn per noise-density measurement."""
-    noise_batch_size: int = 0
-    """Sequences per noise-density mini-batch; 0 uses the micro-batch size."""
-    n_devices: int = 0
-    """Devices on the data axis; 0 uses all."""
-    fsdp: bool = False
-    """Shard parameters and optimiser state over the data axis (else replicate them)."""
-    distributed: bool = False
-    """Call jax.distributed.initialize() first (multi-host launches: SLURM, TPU pods, ...)."""
-    peak_flops: float = 0.0
-    """Peak FLOP/s of one device for MFU; 0 looks it up from the device kind (NaN on CPU)."""
-    root: str = "results"
-    """Results root; the run folder is root/experiment/name."""
-    experiment: str = "signsgd_lm"
-    """Experiment family folder."""
-    name: str = ""
-    """Run name; empty derives it from the optimiser and learning rate."""
-    resume: bool = False
-    """Continue from the newest complete checkpoint of the run folder."""
-    overwrite: bool = False
-    """Replace a finished run of the same name."""
-    halt_at_step: int = 0
-    """Stop without finishing after this many steps (0: never); simulates an interruption."""
-    progress: bool = True
-    """Show a progress line on stderr."""
-
-    @property
-    def sequence_length(self) -> int:
-        return self.seq_len or self.model.context
-
-    @property
-    def micro_batch(self) -> int:
-        return self.batch_size // self.grad_accum
-
-    @property
-    def run_name(self) -> str:
-        return self.name or f"{self.optim.name}-lr{self.optim.lr:g}"
 
 
 class NonFiniteLossError(FloatingPointError):

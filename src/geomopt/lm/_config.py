@@ -1,0 +1,204 @@
+"""Configs of GPT-2 pretraining: model shape, optimiser, data and the training run.
+
+This module imports neither JAX nor Flax, so experiment declarations and ``--help`` that need
+these dataclasses stay instant; the code that uses them lives in ``_model`` and ``_train``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+__all__ = ["GPT2Config", "presets", "OptimConfig", "DataConfig", "TrainConfig", "OptimName"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GPT2Config:
+    """Shape and numerics of a GPT-2 model."""
+
+    vocab_size: int = 50304
+    """Vocabulary size (GPT-2 BPE has 50257 tokens; 50304 pads it to a multiple of 64)."""
+    n_layer: int = 12
+    """Number of transformer blocks."""
+    n_head: int = 12
+    """Attention heads per block; must divide d_model."""
+    d_model: int = 768
+    """Residual-stream width."""
+    context: int = 1024
+    """Maximum sequence length (number of learned position embeddings)."""
+    bias: bool = False
+    """Biases in the linear layers and LayerNorms (GPT-2 original: True; the paper: False)."""
+    dropout: float = 0.0
+    """Dropout rate on attention output, MLP output and embeddings (active when a key is passed)."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype of the matmuls (auto: bfloat16 on accelerators, float32 on CPU);
+    parameters and optimiser state stay float32 either way."""
+
+    def __post_init__(self):
+        for name in ("vocab_size", "n_layer", "n_head", "d_model", "context"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPT2Config.{name}={value!r}: expected a positive integer")
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"GPT2Config: d_model={self.d_model} is not divisible by n_head={self.n_head}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPT2Config.dropout={self.dropout}: expected 0 <= dropout < 1")
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"GPT2Config.dtype={self.dtype!r}: expected auto, float32 or bfloat16")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def compute_dtype(self):
+        """The matmul dtype as a JAX dtype (imports JAX; ``auto`` asks for the backend)."""
+        import jax
+        import jax.numpy as jnp
+
+        if self.dtype == "auto":
+            return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+        return jnp.bfloat16 if self.dtype == "bfloat16" else jnp.float32
+
+
+presets: dict[str, GPT2Config] = {
+    "124M": GPT2Config(),
+    "gpt2-original": GPT2Config(vocab_size=50257, bias=True),
+    "cpu-demo": GPT2Config(vocab_size=256, n_layer=4, n_head=4, d_model=256, context=256),
+    "demo-quick": GPT2Config(vocab_size=256, n_layer=2, n_head=4, d_model=128, context=64),
+    "tiny": GPT2Config(vocab_size=256, n_layer=2, n_head=2, d_model=32, context=32),
+}
+"""Named configs. ``124M``: GPT-2 small as in the paper (no biases, vocab padded to 50304);
+``gpt2-original``: the released GPT-2 small (biases, vocab 50257; 124,439,808 parameters);
+``cpu-demo``/``demo-quick``: byte-level models for the offline corpus; ``tiny``: tests."""
+
+
+OptimName = Literal["adamw", "sgd", "sign_sgd", "signum", "muon"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    """Optimiser, learning-rate schedule and clipping."""
+
+    name: OptimName = "adamw"
+    """adamw; sgd (momentum, coupled L2 decay); sign_sgd; signum; muon (hidden matrices) with
+    AdamW for embeddings, gains and biases."""
+    lr: float = 1e-3
+    """Peak learning rate (for muon: of the Muon part)."""
+    weight_decay: float = 0.0
+    """Weight decay on hidden weight matrices only (decoupled; coupled L2 for sgd)."""
+    momentum: float = 0.9
+    """Momentum of sgd / signum / muon."""
+    nesterov: bool = False
+    """Nesterov momentum for sgd and muon."""
+    b1: float = 0.9
+    """AdamW beta1 (also muon's AdamW part)."""
+    b2: float = 0.95
+    """AdamW beta2 (also muon's AdamW part)."""
+    adam_lr: float = 3e-3
+    """muon only: peak learning rate of the AdamW part (embeddings, gains, biases)."""
+    schedule: Literal["one_cycle", "wsd", "cosine", "constant"] = "one_cycle"
+    """one_cycle: the paper's (cosine from lr/100 up over warmup_frac, cosine back to lr/100);
+    wsd: warmup-stable-decay; cosine: linear warm-up then cosine to zero."""
+    warmup_frac: float = 0.1
+    """Fraction of the steps spent warming up."""
+    decay_frac: float = 0.2
+    """wsd only: fraction of the steps spent in the final linear decay."""
+    clip: float = 1.0
+    """Global gradient-norm clipping threshold; 0 disables clipping."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Where the tokens come from."""
+
+    source: Literal["offline", "shards"] = "offline"
+    """offline: the Python standard library's sources, byte-level (vocab 256), built on first
+    use; shards: token files given by train/val (prepare them with prepare_data.py)."""
+    train: str = ""
+    """Glob of training token files (shards or nanoGPT .bin), for source=shards."""
+    val: str = ""
+    """Glob of validation token files, for source=shards."""
+    format: Literal["auto", "shard", "nanogpt"] = "auto"
+    """Token file format; auto tells shards (magic header) from headerless nanoGPT files."""
+    offline_dir: str = ""
+    """Folder for the offline corpus shards (train.bin, val.bin); empty uses
+    $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""
+    offline_bytes: int = 8_000_000
+    """Bytes of standard-library text in the offline corpus."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """A GPT-2 pretraining run (``uv run experiments/signsgd/pretrain.py PRESET --help``)."""
+
+    model: GPT2Config = presets["tiny"]
+    """Model shape and compute dtype."""
+    optim: OptimConfig = OptimConfig()
+    """Optimiser, schedule, clipping."""
+    data: DataConfig = DataConfig()
+    """Token source."""
+    seq_len: int = 0
+    """Training sequence length; 0 uses the model context."""
+    batch_size: int = 16
+    """Global batch in sequences per optimiser step (summed over accumulation and devices)."""
+    grad_accum: int = 1
+    """Micro-batches accumulated per step (batch_size must be divisible by it)."""
+    steps: int = 100
+    """Optimiser steps."""
+    seed: int = 0
+    """Seed of the initial parameters, the batch order and dropout."""
+    eval_every: int = 50
+    """Validate every this many steps (and at the end); 0 only at the end."""
+    eval_batches: int = 8
+    """Number of fixed validation batches (the paper: 64); 0 skips validation."""
+    eval_batch_size: int = 0
+    """Sequences per validation batch; 0 uses the micro-batch size."""
+    log_every: int = 10
+    """Write throughput and MFU every this many steps (losses are logged every step)."""
+    ckpt_every: int = 0
+    """Checkpoint every this many steps (and always at the end); 0 only at the end."""
+    ckpt_keep: int = 2
+    """Checkpoints kept on disk (the newest)."""
+    noise_steps: tuple[int, ...] = ()
+    """Steps (after that many updates; 0: at initialisation) at which to measure noise density."""
+    noise_samples: int = 16
+    """Mini-batch gradients drawn per noise-density measurement."""
+    noise_batch_size: int = 0
+    """Sequences per noise-density mini-batch; 0 uses the micro-batch size."""
+    n_devices: int = 0
+    """Devices on the data axis; 0 uses all."""
+    fsdp: bool = False
+    """Shard parameters and optimiser state over the data axis (else replicate them)."""
+    distributed: bool = False
+    """Call jax.distributed.initialize() first (multi-host launches: SLURM, TPU pods, ...)."""
+    peak_flops: float = 0.0
+    """Peak FLOP/s of one device for MFU; 0 looks it up from the device kind (NaN on CPU)."""
+    root: str = "results"
+    """Results root; the run folder is root/experiment/name."""
+    experiment: str = "signsgd_lm"
+    """Experiment family folder."""
+    name: str = ""
+    """Run name; empty derives it from the optimiser and learning rate."""
+    resume: bool = False
+    """Continue from the newest complete checkpoint of the run folder."""
+    overwrite: bool = False
+    """Replace a finished run of the same name."""
+    halt_at_step: int = 0
+    """Stop without finishing after this many steps (0: never); simulates an interruption."""
+    progress: bool = True
+    """Show a progress line on stderr."""
+
+    @property
+    def sequence_length(self) -> int:
+        return self.seq_len or self.model.context
+
+    @property
+    def micro_batch(self) -> int:
+        return self.batch_size // self.grad_accum
+
+    @property
+    def run_name(self) -> str:
+        return self.name or f"{self.optim.name}-lr{self.optim.lr:g}"
