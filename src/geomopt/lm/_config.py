@@ -33,8 +33,20 @@ class GPT2Config:
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Compute dtype of the matmuls (auto: bfloat16 on accelerators, float32 on CPU);
     parameters and optimiser state stay float32 either way."""
+    activation: Literal["gelu_tanh", "gelu_exact"] = "gelu_tanh"
+    """MLP nonlinearity: gelu_tanh (the tanh approximation, released GPT-2 / HF "gelu_new") or
+    gelu_exact (the erf form, PyTorch's default nn.GELU, used by the paper's code)."""
+    loss_chunk: int = 1024
+    """Tokens per chunk of the output-head cross-entropy (lm._loss): the B x T x V logits are
+    never held at once; 0 computes the full logits (the reference path)."""
 
     def __post_init__(self):
+        if self.activation not in ("gelu_tanh", "gelu_exact"):
+            raise ValueError(
+                f"GPT2Config.activation={self.activation!r}: expected gelu_tanh or gelu_exact"
+            )
+        if not isinstance(self.loss_chunk, int) or self.loss_chunk < 0:
+            raise ValueError(f"GPT2Config.loss_chunk={self.loss_chunk!r}: expected an integer >= 0")
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "context"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
