@@ -1,12 +1,9 @@
-"""Sparse vs dense noise: gradient evaluations to E||grad f||_1 <= eps vs d and vs phi.
+"""Sparse vs dense noise: ``uv run experiments/signsgd/sparse_noise.py [smoke|quick|paper]``."""
 
-``uv run experiments/signsgd/sparse_noise.py [smoke|quick|paper]``. Intentionally short: the
-work happens in :func:`geomopt.problems.experiments.run_sparse_noise`.
-"""
+import sys
 
-from geomopt.cli import preset_cli
-from geomopt.problems.experiments import SPARSE_PRESETS, run_sparse_noise
+from geomopt.experiment import main
+from geomopt.problems.exp_sparse_noise import EXPERIMENT
 
 if __name__ == "__main__":
-    path = run_sparse_noise(preset_cli(SPARSE_PRESETS, default="quick", description=__doc__))
-    print(f"run folder: {path}  (figures: uv run experiments/signsgd/plot.py)")
+    sys.exit(main(EXPERIMENT))

@@ -12,7 +12,12 @@ from geomopt.experiment import Experiment
 
 __all__ = ["EXPERIMENTS", "load", "load_all"]
 
-EXPERIMENTS: tuple[str, ...] = ("geomopt.problems.exp_toy",)
+EXPERIMENTS: tuple[str, ...] = (
+    # one line per experiment, in the order reproduce.py runs them
+    "geomopt.problems.exp_toy",
+    "geomopt.problems.exp_sparse_noise",
+    "geomopt.problems.exp_matrix_noise",
+)
 
 
 def load(module: str) -> Experiment:

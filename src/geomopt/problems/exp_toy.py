@@ -16,7 +16,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,25 +49,19 @@ class ToyConfig:
     signsgd_lr: float = 1e-2
     """SignSGD step size in the noisy experiment."""
     steps: int = 3000
-    """Optimiser steps of both experiments."""
+    """Recorded iterations, as the official loop: the loss is recorded at t = 0..steps-1, each
+    before that iteration's update, so the last value is the loss after steps-1 updates."""
     log_every: int = 5
-    """Record the loss every this many steps."""
+    """Keep every this many recorded losses in metrics.jsonl (the last one is always kept)."""
     seed: int = 0
     """Seed of x0 and of the noise."""
 
 
 def validate(cfg: ToyConfig) -> None:
-    for n in ("det_d", "noise_d", "runs", "steps", "log_every"):
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
-    for n in ("det_lrs", "stiff_L", "noise_std", "sgd_lr", "signsgd_lr"):
-        v = getattr(cfg, n)
-        for x in v if isinstance(v, tuple) else (v,):
-            if not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
-                raise ValueError(f"{n}={v!r}: expected finite values > 0")
-    if cfg.steps % cfg.log_every:
-        raise ValueError(f"steps={cfg.steps} is not a multiple of log_every={cfg.log_every}")
+    check_ints(cfg, "det_d", "noise_d", "runs", "steps", "log_every")
+    check_positive(cfg, "det_lrs", "stiff_L", "noise_std", "sgd_lr", "signsgd_lr")
+    if cfg.steps < 2:
+        raise ValueError(f"steps={cfg.steps}: expected >= 2 recorded iterations")
 
 
 def select_step_size(losses, initial: float) -> int:
@@ -90,7 +84,8 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     from geomopt.problems._separable import separable_problem
 
     k_x0, k_noise, k_x0n = jax.random.split(jax.random.key(cfg.seed), 3)
-    steps_axis = np.arange(0, cfg.steps + 1, cfg.log_every)
+    updates = cfg.steps - 1  # the official loop records before each update: t = 0..steps-1
+    keep = np.unique(np.r_[np.arange(0, cfg.steps, cfg.log_every), updates])
     bar = run.progress(total=4, desc="toy", unit="run")
     headline: dict[str, float] = {}
 
@@ -104,10 +99,8 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     for name in ("sgd", "signsgd"):
         bar.set_description(f"deterministic, {name}")
         loss = np.asarray(
-            run_trajectories(
-                det, name, cfg.det_lrs, keys, steps=cfg.steps, log_every=cfg.log_every
-            )["loss"][0, :, 0]
-        )
+            run_trajectories(det, name, cfg.det_lrs, keys, steps=updates)["loss"][0, :, 0]
+        )[:, keep]
         initial = float(loss[0, 0])
         pick = select_step_size(loss[:, -1], initial)
         headline[f"deterministic/{name}/final_loss"] = (
@@ -116,7 +109,7 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
         headline[f"deterministic/{name}/lr"] = cfg.det_lrs[pick] if pick >= 0 else math.nan
         run.log_rows(
             {"experiment": "deterministic", "opt": name, "lr": lr, "chosen": g == pick,
-             "steps": steps_axis, "loss": loss[g]}
+             "steps": keep, "loss": loss[g]}
             for g, lr in enumerate(cfg.det_lrs)
         )  # fmt: skip
         bar.update(1)
@@ -130,13 +123,11 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     for name, lr in (("sgd", cfg.sgd_lr), ("signsgd", cfg.signsgd_lr)):
         bar.set_description(f"one noisy coordinate, {name}, {cfg.runs} runs")
         loss = np.asarray(
-            run_trajectories(
-                noisy, name, [lr], run_keys, steps=cfg.steps, log_every=cfg.log_every, x0=x0s
-            )["loss"][0, 0]
-        )
+            run_trajectories(noisy, name, [lr], run_keys, steps=updates, x0=x0s)["loss"][0, 0]
+        )[:, keep]
         mean, lo, hi = loss.mean(0), np.percentile(loss, 10, 0), np.percentile(loss, 90, 0)
         headline[f"noisy/{name}/final_mean_loss"] = float(mean[-1])
-        run.log(experiment="noisy", opt=name, lr=lr, steps=steps_axis, mean=mean, p10=lo, p90=hi)
+        run.log(experiment="noisy", opt=name, lr=lr, steps=keep, mean=mean, p10=lo, p90=hi)
         bar.update(1)
     bar.close()
     return headline
@@ -161,7 +152,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             ax.plot(r["steps"], np.asarray(r["loss"], float), color=plotting.color(r["opt"]),
                     label=f"{LABELS[r['opt']]} (lr {r['lr']:g})")  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xlabel("step")
+    ax.set_xlabel("iteration (loss recorded before the update)")
     ax.set_ylabel("loss f(x)")
     ax.set_title(f"Ill-conditioned quadratic, d = {cfg['det_d']} (exact gradients)")
     ax.legend(loc="best")
@@ -174,7 +165,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             ax.plot(r["steps"], r["mean"], color=c, label=f"{LABELS[r['opt']]} (lr {r['lr']:g})")
             plotting.band(ax, r["steps"], r["p10"], r["p90"], label_color=c)
     ax.set_yscale("log")
-    ax.set_xlabel("step")
+    ax.set_xlabel("iteration (loss recorded before the update)")
     ax.set_ylabel("loss f(x)")
     ax.set_title(f"One noisy coordinate, d = {cfg['noise_d']} (mean, 10-90%)")
     ax.legend(loc="best")
