@@ -8,7 +8,6 @@ Goal: under 2 minutes on 2 CPU cores.
 """
 
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -16,10 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import jax
+import tyro
 
-from geomopt.cli import preset_cli
-from geomopt.problems.experiments import SPARSE_PRESETS, run_sparse_noise
+from geomopt.experiment import execute
+from geomopt.problems.exp_sparse_noise import EXPERIMENT, PREDICTED_VS_D, PREDICTED_VS_PHI
+from geomopt.runs import read_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,24 +30,18 @@ class Config:
     """Markdown file for the results (None: print only)."""
 
 
-PRESETS = {
-    "paper": ("time the paper preset (the goal: < 2 min on 2 CPU cores)", Config()),
-    "quick": ("time the quick preset", Config(preset="quick", out=None)),
-    "smoke": ("time the smoke preset (seconds)", Config(preset="smoke", out=None)),
-}
-
-
 def main(cfg: Config) -> None:
-    exp = SPARSE_PRESETS[cfg.preset][1]
+    import jax
+
+    exp = EXPERIMENT.preset(cfg.preset)
     with tempfile.TemporaryDirectory() as tmp:
-        run_cfg = dataclasses.replace(exp, root=Path(tmp), overwrite=True)
         load_before = os.getloadavg()[0]
         t0, cpu0 = time.perf_counter(), time.process_time()
-        path = run_sparse_noise(run_cfg)
+        outcome = execute(EXPERIMENT, exp, preset=cfg.preset, out=Path(tmp))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         load_after = os.getloadavg()[0]
-        rows = [json.loads(x) for x in (path / "metrics.jsonl").read_text().splitlines()]
-        summary = json.loads((path / "summary.json").read_text())
+        record = read_run(outcome.path)
+        rows, head = record.metrics, record.headline
     run_steps = coord_steps = full_coord_steps = 0
     for r in rows:
         grid = len(exp.sgd_grid) if r["opt"] == "sgd" else len(exp.sign_grid)
@@ -77,18 +71,22 @@ def main(cfg: Config) -> None:
         f"| throughput (optimiser steps / s, summed over the batch) | {run_steps / wall:.3e} |",
         f"| stored coordinate updates / s | {coord_steps / wall:.3e} |",
         f"| equivalent full-d coordinate updates / s | {full_coord_steps / wall:.3e} |",
-        f"| censored (problem, optimiser) pairs | {summary['censored_runs']} |",
+        f"| censored (problem, optimiser) pairs | {head['censored_runs']} |",
         "",
         "Fitted slopes (log-log least squares) of gradient evaluations to reach eps:",
         "",
         "| optimiser / noise | slope vs d | theory |",
         "|---|---:|---:|",
     ]
-    for k, v in summary["slopes_vs_d"].items():
-        lines.append(f"| {k} | {v:.3f} | {summary['predicted_vs_d'][k]:g} |")
+    for k, v in head.items():
+        if k.startswith("slope_vs_d/"):
+            key = k.removeprefix("slope_vs_d/")
+            lines.append(f"| {key} | {v:.3f} | {PREDICTED_VS_D.get(key, 0.0):g} |")
     lines += ["", "| optimiser | slope vs phi | theory |", "|---|---:|---:|"]
-    for k, v in summary["slopes_vs_phi"].items():
-        lines.append(f"| {k} | {v:.3f} | {summary['predicted_vs_phi'][k]:g} |")
+    for k, v in head.items():
+        if k.startswith("slope_vs_phi/"):
+            key = k.removeprefix("slope_vs_phi/")
+            lines.append(f"| {key} | {v:.3f} | {PREDICTED_VS_PHI.get(key, 0.0):g} |")
     lines += [
         "",
         f"Problems with d > {exp.full_max_d} are simulated by the exact class reduction "
@@ -105,4 +103,4 @@ def main(cfg: Config) -> None:
 
 
 if __name__ == "__main__":
-    main(preset_cli(PRESETS, default="paper", description=__doc__))
+    main(tyro.cli(Config, description=__doc__))

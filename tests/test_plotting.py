@@ -13,10 +13,16 @@ def test_save_writes_png_and_pdf(tmp_path):
 
 
 def test_grid_of_axes_and_stable_colours():
-    fig, axes = plotting.figure(3, 2)
-    assert axes.shape == (2, 3)
-    assert plotting.color("SGD") == plotting.color("sgd")
-    assert plotting.color("some-new-method") == plotting.color("some-new-method")
+    import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
 
+    fig, axes = plotting.figure(3, 2)
+    assert axes.shape == (2, 3)
     plt.close(fig)
+    assert plotting.color("SGD") == plotting.color("sgd") == "#1f77b4"
+    # methods compared in one figure get different colours
+    assert len({plotting.color(m) for m in ("sgd", "signsgd", "signum", "muon", "adamw")}) == 5
+    assert len({plotting.color(m) for m in ("hilbert", "lex", "morton")}) == 3
+    # an unknown name gets a valid colour from the palette, the same in a fresh process
+    new = plotting.color("some-new-method")
+    assert mcolors.is_color_like(new) and new in plotting._PALETTE
