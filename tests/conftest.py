@@ -27,3 +27,49 @@ def key():
 @pytest.fixture
 def n_devices():
     return N_DEVICES
+
+
+class _CompileLog:
+    """Names of the functions XLA compiled inside a ``with compiles() as log:`` block.
+
+    Uses the public ``jax.log_compiles`` switch and reads JAX's "Compiling jit(NAME)" log lines.
+    """
+
+    def __init__(self):
+        import logging
+
+        self.names: list[str] = []
+        log = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record):
+                msg = record.getMessage()
+                if msg.startswith("Compiling "):
+                    log.names.append(msg.split()[1])
+
+        self._handler = _Handler(level=logging.DEBUG)
+        self._ctx = jax.log_compiles(True)
+
+    def __enter__(self):
+        import logging
+
+        logger = logging.getLogger("jax")
+        logger.addHandler(self._handler)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        import logging
+
+        self._ctx.__exit__(*exc)
+        logging.getLogger("jax").removeHandler(self._handler)
+
+    def count(self, fragment: str) -> int:
+        """How many compilations had ``fragment`` in their name."""
+        return sum(fragment in n for n in self.names)
+
+
+@pytest.fixture
+def compiles():
+    """``with compiles() as log: ...; assert log.count("step") == 0``."""
+    return _CompileLog

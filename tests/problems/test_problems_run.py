@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from geomopt import problems as pr
-from geomopt.problems import _run
 
 
 def _problem(sigma0=2.0):
@@ -58,24 +57,27 @@ def test_sgd_run_matches_hand_update():
     assert float(out["loss"][0, 0, 0, -1]) == pytest.approx(float(prob.value(x)), rel=1e-5)
 
 
-def test_no_recompilation_when_step_sizes_sigma_or_seeds_change():
+def test_no_recompilation_when_step_sizes_sigma_or_seeds_change(compiles):
     keys = jax.random.split(jax.random.key(0), 2)
     pr.run_trajectories(pr.stack_problems([_problem()]), "signsgd", [0.1], keys, steps=4)
-    size = _run._trajectories._cache_size()
-    pr.run_trajectories(pr.stack_problems([_problem(7.0)]), "signsgd", [0.3], keys, steps=4)
-    keys2 = jax.random.split(jax.random.key(9), 2)
-    pr.run_trajectories(pr.stack_problems([_problem(1.0)]), "signsgd", [1e-4], keys2, steps=4)
-    assert _run._trajectories._cache_size() == size
+    with compiles() as log:
+        pr.run_trajectories(pr.stack_problems([_problem(7.0)]), "signsgd", [0.3], keys, steps=4)
+        keys2 = jax.random.split(jax.random.key(9), 2)
+        pr.run_trajectories(pr.stack_problems([_problem(1.0)]), "signsgd", [1e-4], keys2, steps=4)
+    assert log.count("_trajectories") == 0, log.names
+    with compiles() as log:  # a new number of steps is a new program: the check can fail
+        pr.run_trajectories(pr.stack_problems([_problem()]), "signsgd", [0.1], keys, steps=6)
+    assert log.count("_trajectories") == 1, log.names
 
 
-def test_steps_to_reach_no_recompilation_and_censoring():
+def test_steps_to_reach_no_recompilation_and_censoring(compiles):
     probs = pr.stack_problems([pr.sgd_hard_instance(20, 1, 0.25, reduced=True, levels=2)] * 2)
     keys = jax.random.split(jax.random.key(0), 4)
     res = pr.steps_to_reach(probs, "signsgd", [0.05, 0.2], keys, 0.3, max_steps=2000)
     assert np.all(res["complexity"] > 0)
-    size = _run._advance_batch._cache_size()
-    res2 = pr.steps_to_reach(probs, "signsgd", [0.07, 0.3], keys, 1e-6, max_steps=50)
-    assert _run._advance_batch._cache_size() == size
+    with compiles() as log:
+        res2 = pr.steps_to_reach(probs, "signsgd", [0.07, 0.3], keys, 1e-6, max_steps=50)
+    assert log.count("_advance_batch") == 0, log.names
     assert np.all(res2["complexity"] == -1) and np.all(np.isnan(res2["best_lr"]))
     assert res2["steps_run"] == 50
 
