@@ -217,15 +217,17 @@ class Progress:
 
     def update(self, n: int = 1, **postfix: Any) -> None:
         bar = self.bar
+        warm_done = 0 < self._warm <= n
+        if warm_done:
+            bar.set_description(self.desc, refresh=False)
         bar.update(n)
         if self._warm > 0:
             self._warm -= n
-            if self._warm <= 0:
+            if warm_done:  # measure rate and ETA from here on: compilation is behind us
                 now = bar._time()
                 bar.initial = bar.n
                 bar.start_t = bar.last_print_t = now
                 bar.last_print_n = bar.n
-                bar.set_description(self.desc, refresh=False)
         if postfix:
             bar.set_postfix(
                 {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in postfix.items()},
