@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from geomopt.lm._config import GPT2Config, presets
+from geomopt.lm._loss import chunked_cross_entropy
 
 __all__ = [
     "GPT2Config",
@@ -28,79 +29,90 @@ __all__ = [
 ]
 
 
-def _expand(v, ndim: int):
-    """A feature vector reshaped to broadcast against an ``ndim``-D activation explicitly."""
-    return v.reshape((1,) * (ndim - 1) + v.shape)
+def _linear(d_in: int, d_out: int, cfg: GPT2Config, std: float, rngs: nnx.Rngs) -> nnx.Linear:
+    """``nnx.Linear`` with float32 parameters, compute in ``cfg.compute_dtype``, N(0, std^2)."""
+    return nnx.Linear(
+        d_in,
+        d_out,
+        use_bias=cfg.bias,
+        dtype=cfg.compute_dtype,
+        param_dtype=jnp.float32,
+        kernel_init=nnx.initializers.normal(std),
+        rngs=rngs,
+    )
 
 
-class Linear(nnx.Module):
-    """``y = x W (+ b)`` with ``W`` stored in float32 and cast to the compute dtype."""
-
-    def __init__(self, d_in: int, d_out: int, *, bias: bool, std: float, dtype, rngs: nnx.Rngs):
-        self.kernel = nnx.Param(std * jax.random.normal(rngs.params(), (d_in, d_out), jnp.float32))
-        self.bias = nnx.Param(jnp.zeros((d_out,), jnp.float32)) if bias else None
-        self.dtype = dtype
-
-    def __call__(self, x):
-        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
-        if self.bias is not None:
-            y = y + _expand(self.bias[...].astype(self.dtype), y.ndim)
-        return y
+def _layernorm(cfg: GPT2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:
+    """``nnx.LayerNorm`` as PyTorch's (eps 1e-5, two-pass variance, float32 statistics)."""
+    return nnx.LayerNorm(
+        cfg.d_model,
+        epsilon=1e-5,
+        use_bias=cfg.bias,
+        use_fast_variance=False,
+        dtype=cfg.compute_dtype,
+        param_dtype=jnp.float32,
+        rngs=rngs,
+    )
 
 
-class LayerNorm(nnx.Module):
-    """LayerNorm over the last axis, statistics in float32, optional bias (eps 1e-5)."""
-
-    def __init__(self, d: int, *, bias: bool, dtype):
-        self.scale = nnx.Param(jnp.ones((d,), jnp.float32))
-        self.bias = nnx.Param(jnp.zeros((d,), jnp.float32)) if bias else None
-        self.dtype = dtype
-
-    def __call__(self, x):
-        x32 = x.astype(jnp.float32)
-        mean = jnp.mean(x32, axis=-1, keepdims=True)
-        var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + 1e-5) * _expand(self.scale[...], x.ndim)
-        if self.bias is not None:
-            y = y + _expand(self.bias[...], x.ndim)
-        return y.astype(self.dtype)
+KVCache = tuple[jax.Array, jax.Array]
+"""Keys and values of one attention layer, ``B x S x N x H`` each (``S`` = model context)."""
 
 
 class CausalSelfAttention(nnx.Module):
-    """Multi-head causal self-attention through ``jax.nn.dot_product_attention``."""
+    """Multi-head causal self-attention through ``jax.nn.dot_product_attention``.
+
+    With a ``cache`` (keys/values of the earlier positions) and the position ``pos`` of the first
+    of the ``T`` new tokens, the new keys/values are written at ``pos .. pos+T-1`` and the queries
+    attend to the cache positions ``<=`` their own; the updated cache is returned too.
+    """
 
     def __init__(self, cfg: GPT2Config, *, rngs: nnx.Rngs):
-        dt = cfg.compute_dtype
         resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
         d = cfg.d_model
-        self.qkv = Linear(d, 3 * d, bias=cfg.bias, std=0.02, dtype=dt, rngs=rngs)
-        self.proj = Linear(d, d, bias=cfg.bias, std=resid_std, dtype=dt, rngs=rngs)
+        self.qkv = _linear(d, 3 * d, cfg, 0.02, rngs)
+        self.proj = _linear(d, d, cfg, resid_std, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
         self.n_head = cfg.n_head
 
-    def __call__(self, x_BxTxD, key=None):
+    def __call__(self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None):
         B, T, D = x_BxTxD.shape
         qkv = self.qkv(x_BxTxD).reshape(B, T, 3, self.n_head, D // self.n_head)
         q_BxTxNxH, k_BxTxNxH, v_BxTxNxH = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        y = jax.nn.dot_product_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, is_causal=True)
+        if cache is None:
+            y = jax.nn.dot_product_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, is_causal=True)
+        else:
+            k_BxSxNxH, v_BxSxNxH = cache
+            start = (0, pos, 0, 0)
+            k_BxSxNxH = jax.lax.dynamic_update_slice(
+                k_BxSxNxH, k_BxTxNxH.astype(k_BxSxNxH.dtype), start
+            )
+            v_BxSxNxH = jax.lax.dynamic_update_slice(
+                v_BxSxNxH, v_BxTxNxH.astype(v_BxSxNxH.dtype), start
+            )
+            S = k_BxSxNxH.shape[1]
+            mask_TxS = jnp.arange(S)[None, :] <= (pos + jnp.arange(T))[:, None]
+            y = jax.nn.dot_product_attention(
+                q_BxTxNxH, k_BxSxNxH, v_BxSxNxH, mask=mask_TxS[None, None]
+            )
+            cache = (k_BxSxNxH, v_BxSxNxH)
         y_BxTxD = self.proj(y.reshape(B, T, D))
-        return self.dropout(y_BxTxD, deterministic=key is None, rngs=key)
+        return self.dropout(y_BxTxD, deterministic=key is None, rngs=key), cache
 
 
 class MLP(nnx.Module):
-    """``proj(gelu(fc(x)))`` with hidden width 4 D (tanh-approximated GELU, as GPT-2)."""
+    """``proj(gelu(fc(x)))`` with hidden width 4 D; GELU is the tanh approximation (released
+    GPT-2) or the exact erf form (PyTorch's default, the paper), per ``cfg.activation``."""
 
     def __init__(self, cfg: GPT2Config, *, rngs: nnx.Rngs):
-        dt = cfg.compute_dtype
         resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
-        self.fc = Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias, std=0.02, dtype=dt, rngs=rngs)
-        self.proj = Linear(
-            4 * cfg.d_model, cfg.d_model, bias=cfg.bias, std=resid_std, dtype=dt, rngs=rngs
-        )
+        self.fc = _linear(cfg.d_model, 4 * cfg.d_model, cfg, 0.02, rngs)
+        self.proj = _linear(4 * cfg.d_model, cfg.d_model, cfg, resid_std, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
+        self.approximate = cfg.activation == "gelu_tanh"
 
     def __call__(self, x_BxTxD, key=None):
-        y = self.proj(jax.nn.gelu(self.fc(x_BxTxD), approximate=True))
+        y = self.proj(jax.nn.gelu(self.fc(x_BxTxD), approximate=self.approximate))
         return self.dropout(y, deterministic=key is None, rngs=key)
 
 
@@ -108,27 +120,34 @@ class Block(nnx.Module):
     """Pre-LN transformer block: ``x + attn(ln1(x))`` then ``x + mlp(ln2(x))``."""
 
     def __init__(self, cfg: GPT2Config, *, rngs: nnx.Rngs):
-        dt = cfg.compute_dtype
-        self.ln1 = LayerNorm(cfg.d_model, bias=cfg.bias, dtype=dt)
+        self.ln1 = _layernorm(cfg, rngs)
         self.attn = CausalSelfAttention(cfg, rngs=rngs)
-        self.ln2 = LayerNorm(cfg.d_model, bias=cfg.bias, dtype=dt)
+        self.ln2 = _layernorm(cfg, rngs)
         self.mlp = MLP(cfg, rngs=rngs)
 
-    def __call__(self, x_BxTxD, key=None):
+    def __call__(self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None):
         k1, k2 = (None, None) if key is None else tuple(jax.random.split(key))
-        x_BxTxD = x_BxTxD + self.attn(self.ln1(x_BxTxD), k1)
-        return x_BxTxD + self.mlp(self.ln2(x_BxTxD), k2)
+        y_BxTxD, cache = self.attn(self.ln1(x_BxTxD), k1, cache, pos)
+        x_BxTxD = x_BxTxD + y_BxTxD
+        return x_BxTxD + self.mlp(self.ln2(x_BxTxD), k2), cache
 
 
 class GPT2(nnx.Module):
     """GPT-2: token + learned position embeddings, ``n_layer`` pre-LN blocks, final LayerNorm,
     and logits through the transposed token embedding (tied input/output embeddings).
 
-    Initialisation: every weight N(0, 0.02^2), the two residual projections of each block
-    N(0, (0.02/sqrt(2 n_layer))^2), biases zero, LayerNorm scales one.
+    Layers are ``flax.nnx.Linear`` / ``nnx.LayerNorm`` (float32 parameters, compute in
+    ``config.compute_dtype``). Initialisation: every weight N(0, 0.02^2), the two residual
+    projections of each block N(0, (0.02/sqrt(2 n_layer))^2), biases zero, LayerNorm scales one.
 
-    Call ``model(tokens_BxT, key=None)`` for float32 logits ``BxTxV``; dropout is active only
-    when a ``key`` is given.
+    - ``model(tokens_BxT, key=None)``: float32 logits ``BxTxV``; dropout only when a ``key`` is
+      given.
+    - ``model.loss(tokens_BxT1, key=None)``: ``(mean next-token cross-entropy, accuracy)`` of
+      ``tokens[:, 1:]`` given ``tokens[:, :-1]``, through :func:`geomopt.lm._loss.
+      chunked_cross_entropy` with ``config.loss_chunk`` tokens per chunk (the full logits are
+      never formed when ``loss_chunk > 0``). This is the training and validation loss.
+    - ``model.init_cache(batch)`` / ``model.decode(tokens_BxT, cache, pos)``: incremental
+      decoding with a key/value cache (``geomopt.lm.sample`` uses it).
     """
 
     def __init__(self, config: GPT2Config, *, rngs: nnx.Rngs):
@@ -141,26 +160,66 @@ class GPT2(nnx.Module):
             0.02 * jax.random.normal(rngs.params(), (cfg.context, cfg.d_model), jnp.float32)
         )
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layer)])
-        self.ln_f = LayerNorm(cfg.d_model, bias=cfg.bias, dtype=cfg.compute_dtype)
+        self.ln_f = _layernorm(cfg, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
 
-    def __call__(self, tokens_BxT, *, key=None):
+    def hidden(self, tokens_BxT, *, key=None, cache=None, pos=None):
+        """Final-LayerNorm hidden states ``BxTxD`` (compute dtype) and the updated cache (a
+        list of per-layer :data:`KVCache`, or ``None`` without one). ``pos``: position of the
+        first token (0 without a cache)."""
         cfg = self.config
         T = tokens_BxT.shape[-1]
         if T > cfg.context:
             raise ValueError(f"sequence length {T} exceeds the model context {cfg.context}")
-        dt = cfg.compute_dtype
         keys = [None] * (cfg.n_layer + 1)
         if key is not None:
             keys = list(jax.random.split(key, cfg.n_layer + 1))
-        wte_VxD = self.wte[...]
-        x_BxTxD = (wte_VxD[tokens_BxT] + self.wpe[...][:T][None]).astype(dt)
+        if cache is None:
+            pos_TxD = self.wpe[...][:T]
+        else:
+            pos_TxD = jax.lax.dynamic_slice_in_dim(self.wpe[...], pos, T, axis=0)
+        x_BxTxD = (self.wte[...][tokens_BxT] + pos_TxD[None]).astype(cfg.compute_dtype)
         x_BxTxD = self.dropout(x_BxTxD, deterministic=key is None, rngs=keys[0])
-        for block, k in zip(self.blocks, keys[1:], strict=True):
-            x_BxTxD = block(x_BxTxD, k)
-        x_BxTxD = self.ln_f(x_BxTxD)
-        logits_BxTxV = jnp.dot(x_BxTxD, wte_VxD.astype(dt).T, preferred_element_type=jnp.float32)
-        return logits_BxTxV.astype(jnp.float32)
+        new_cache = None if cache is None else []
+        for i, (block, k) in enumerate(zip(self.blocks, keys[1:], strict=True)):
+            x_BxTxD, c = block(x_BxTxD, k, None if cache is None else cache[i], pos)
+            if cache is not None:
+                new_cache.append(c)
+        return self.ln_f(x_BxTxD), new_cache
+
+    def logits(self, x_BxTxD):
+        """Float32 logits of hidden states through the tied token table."""
+        w_VxD = self.wte[...].astype(x_BxTxD.dtype)
+        return jnp.dot(x_BxTxD, w_VxD.T, preferred_element_type=jnp.float32).astype(jnp.float32)
+
+    def __call__(self, tokens_BxT, *, key=None):
+        return self.logits(self.hidden(tokens_BxT, key=key)[0])
+
+    def loss(self, tokens_BxT1, *, key=None):
+        """Mean cross-entropy and next-token accuracy of ``tokens[:, 1:]`` (see class doc)."""
+        x_BxTxD, _ = self.hidden(tokens_BxT1[:, :-1], key=key)
+        B, T, D = x_BxTxD.shape
+        return chunked_cross_entropy(
+            x_BxTxD.reshape(B * T, D),
+            self.wte[...],
+            tokens_BxT1[:, 1:].reshape(B * T),
+            chunk=self.config.loss_chunk,
+        )
+
+    def init_cache(self, batch: int) -> list[KVCache]:
+        """An empty (zero) key/value cache for ``batch`` sequences of up to ``context`` tokens."""
+        cfg = self.config
+        shape = (batch, cfg.context, cfg.n_head, cfg.head_dim)
+        return [
+            (jnp.zeros(shape, cfg.compute_dtype), jnp.zeros(shape, cfg.compute_dtype))
+            for _ in range(cfg.n_layer)
+        ]
+
+    def decode(self, tokens_BxT, cache: list[KVCache], pos):
+        """Logits ``BxTxV`` of ``T`` new tokens at positions ``pos .. pos+T-1`` given the cached
+        earlier positions, and the updated cache (no dropout). ``pos`` may be traced."""
+        x_BxTxD, cache = self.hidden(tokens_BxT, cache=cache, pos=pos)
+        return self.logits(x_BxTxD), cache
 
 
 def count_params(tree) -> int:
