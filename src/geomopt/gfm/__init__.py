@@ -39,6 +39,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "solve",
             "straight_line",
         ],
+        "_matrix_free": [
+            "MatrixFreeReport",
+            "slerp",
+            "solve_matrix_free",
+        ],
         "_metrics": [
             "Conformal",
             "Diagonal",
