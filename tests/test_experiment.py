@@ -264,3 +264,42 @@ def test_registered_experiments_load_and_parse_without_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) >= 1
+
+
+def test_plot_main_names_missing_runs_and_exits_nonzero(tmp_path, capsys):
+    exp = make()
+    assert ex.plot_main([exp], ["test/toy", "--out", str(tmp_path)]) == 1
+    assert "no such run folder" in capsys.readouterr().err
+    assert ex.plot_main([exp], ["nope/x", "--out", str(tmp_path)]) == 2
+    execute(exp, Cfg(), preset="quick", out=tmp_path)
+    assert ex.plot_main([exp], ["test/toy", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "figures" / "test" / "values.png").exists()
+
+
+def test_reproduce_runs_reuses_and_reports_failures(tmp_path, capsys):
+    from geomopt import reproduce
+
+    good = make()
+    bad = dataclasses.replace(
+        make(), name="test/broken", run=lambda c, r: (_ for _ in ()).throw(RuntimeError("boom"))
+    )
+    results = reproduce.reproduce([good, bad], preset="smoke", out=tmp_path)
+    assert [(r.name, r.status) for r in results] == [("test/toy", "ran"), ("test/broken", "FAILED")]
+    assert "RuntimeError: boom" in results[1].error
+    table = (tmp_path / "summary.md").read_text()
+    assert "| test/toy | ran |" in table and "total = 1" in table and "FAILED" in table
+    again = reproduce.reproduce([good], preset="smoke", out=tmp_path)
+    assert again[0].status == "existing" and again[0].outcome.headline["total"] == 1.0
+    assert json.loads((tmp_path / "summary.json").read_text())["results"][0]["status"] == "existing"
+    with pytest.raises(ValueError, match="matches no experiment"):
+        reproduce.select([good], ["gfm"])
+    assert reproduce.select([good, bad], ["test/b"]) == [bad]
+
+
+def test_reproduce_cli_lists_without_running(capsys):
+    from geomopt import reproduce
+
+    assert reproduce.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "signsgd/toy" in out and "smoke" in out
+    assert reproduce.main(["smoke", "--only", "no/such"]) == 2
