@@ -26,8 +26,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 __all__ = [
     "Run",
     "RunExistsError",
@@ -72,16 +70,19 @@ def to_jsonable(obj: Any) -> Any:
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
-    if isinstance(obj, (bool, np.bool_)):
+    np = sys.modules.get("numpy")  # only arrays of an imported NumPy can reach here
+    if isinstance(obj, bool) or (np is not None and isinstance(obj, np.bool_)):
         return bool(obj)
-    if isinstance(obj, (int, np.integer)):
+    if isinstance(obj, int) or (np is not None and isinstance(obj, np.integer)):
         return int(obj)
-    if isinstance(obj, (float, np.floating)):
+    if isinstance(obj, float) or (np is not None and isinstance(obj, np.floating)):
         x = float(obj)
         if math.isfinite(x):
             return x
         return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
     if hasattr(obj, "__array__"):
+        import numpy as np
+
         arr = np.asarray(obj)
         if arr.ndim == 0:
             return to_jsonable(arr.item())
