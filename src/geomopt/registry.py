@@ -17,6 +17,9 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.problems.exp_toy",
     "geomopt.problems.exp_sparse_noise",
     "geomopt.problems.exp_matrix_noise",
+    "geomopt.canon.exp_covering",
+    "geomopt.canon.exp_curve_regularity",
+    "geomopt.canon.exp_stability",
 )
 
 

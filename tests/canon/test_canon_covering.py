@@ -1,11 +1,11 @@
-"""Covering proxies and the regularity probe."""
+"""Covering proxies."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from geomopt.canon import covering_proxy, pairwise_distances, regularity_probe
+from geomopt.canon import covering_proxy, pairwise_distances
 from geomopt.canon._covering import assignment_distance, fit_exponent
 
 
@@ -47,33 +47,7 @@ def test_proxy_errors():
         covering_proxy(x, [0, 1], x, [0, 1], "l2", reduce="median")
 
 
-def test_regularity_probe_lex_vs_identity():
-    rng = np.random.default_rng(2)
-    clouds = rng.random((4, 32, 2)).astype(np.float32)
-    eps = [1e-4, 1e-3, 1e-2]
-    ident = regularity_probe(clouds, "identity", eps, n_perturb=2)
-    assert ident["exponent"] == pytest.approx(1.0, abs=0.05)
-    assert all(r["changed"] == 0.0 for r in ident["rows"])
-    hil = regularity_probe(clouds, "hilbert", eps, n_perturb=2, bits=8)
-    assert hil["rows"][-1]["changed"] > 0
+def test_fit_exponent():
     assert fit_exponent([1, 2, 4], [3, 6, 12]) == pytest.approx(1.0)
-
-
-def test_covering_and_regularity_runs_write_complete_folders(tmp_path):
-    from geomopt.canon._experiments import (
-        CoveringConfig,
-        RegularityConfig,
-        run_covering,
-        run_regularity,
-    )
-    from geomopt.runs import load_run
-
-    cov = CoveringConfig(dims=(2, 3), n_train=4, n_train_sweep=(2, 4), n_test=2, n_points=8,
-                         n_classes=2, name="t")  # fmt: skip
-    _, rows, summary = load_run(run_covering(cov, tmp_path))
-    assert len(rows) == 4 and {"lex_exp_rate", "hilbert_poly_degree"} <= set(summary)
-    assert all(r["wass"] <= r["lex"] + 1e-6 for r in rows)
-    reg = RegularityConfig(dims=(2,), eps=(1e-3, 1e-2), n_clouds=2, n_points=8, n_perturb=1,
-                           name="t")  # fmt: skip
-    _, rows, summary = load_run(run_regularity(reg, tmp_path))
-    assert len(rows) == 6 and "hilbert_d2_exponent" in summary
+    with pytest.raises(ValueError, match="two positive"):
+        fit_exponent([1.0], [1.0])

@@ -1,4 +1,4 @@
-"""Covering-number proxies and a regularity probe for canonizations of point clouds.
+"""Covering-number proxies for canonizations of point clouds.
 
 Covering proxy (the official experiment): for each test cloud ``X`` take the distance to the
 nearest training cloud ``Y`` of the same class and reduce over test clouds (mean, or max),
@@ -14,14 +14,14 @@ with four distances between clouds of ``P`` points:
 - ``"wass"``:    ``min_pi (1/P) sum_i |X[i] - Y[pi(i)]|_2`` by exact assignment
   (``scipy.optimize.linear_sum_assignment``): the invariant lower bound of the other three.
 
-Regularity probe: how far a canonical form moves, relative to the Wasserstein distance the points
-moved, under small perturbations. For a Hoelder-``alpha`` canonization the displacement of the
-canonical form scales like ``eps**alpha``; the fitted exponent of the mean displacement against
-``eps`` estimates ``alpha`` (Lipschitz: 1; the paper's bound for Hilbert sorting: ``1/d``).
+The regularity of the canonizations is measured by :mod:`geomopt.canon._holder` (the curves'
+Hoelder exponent) and :mod:`geomopt.canon._stability` (how often and how far the canonical form
+jumps under a perturbation).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jax
@@ -37,7 +37,6 @@ __all__ = [
     "pairwise_distances",
     "covering_proxy",
     "assignment_distance",
-    "regularity_probe",
     "fit_exponent",
 ]
 
@@ -61,6 +60,13 @@ def _mean_point_distance(a, b):
     return jnp.mean(jnp.sqrt(jnp.sum(diff * diff, axis=-1)), axis=-1)
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _canonical_form(x, kind: str, bits: int):
+    """Every cloud of ``x`` sorted by its own ``kind`` order (one compiled function)."""
+    kw = {"bits": bits} if kind in ("hilbert", "morton") else {}
+    return canonize(x, get_order(kind)(x, **kw))
+
+
 def assignment_distance(x: np.ndarray, y: np.ndarray) -> float:
     """``min_pi (1/P) sum_i |x[i] - y[pi(i)]|_2`` (exact, Hungarian / Jonker-Volgenant)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -82,10 +88,8 @@ def pairwise_distances(a, b, kind: str, *, bits: int = 12, chunk: int = 64) -> n
     if kind == "wass":
         return np.array([[assignment_distance(x, y) for y in b] for x in a])
     if kind in ("lex", "hilbert"):
-        order = get_order(kind)
-        kw = {"bits": bits} if kind == "hilbert" else {}
-        a = np.asarray(canonize(a, order(jnp.asarray(a), **kw)))
-        b = np.asarray(canonize(b, order(jnp.asarray(b), **kw)))
+        a = np.asarray(_canonical_form(jnp.asarray(a), kind, bits))
+        b = np.asarray(_canonical_form(jnp.asarray(b), kind, bits))
     rows = [
         np.asarray(_mean_point_distance(jnp.asarray(a[i : i + chunk]), jnp.asarray(b)))
         for i in range(0, len(a), chunk)
@@ -126,56 +130,3 @@ def fit_exponent(eps, values) -> float:
     if keep.sum() < 2:
         raise ValueError("fit_exponent: need at least two positive (eps, value) pairs")
     return float(np.polyfit(np.log(eps[keep]), np.log(values[keep]), 1)[0])
-
-
-def regularity_probe(
-    clouds,
-    order: str,
-    eps_values,
-    *,
-    n_perturb: int = 4,
-    seed: int = 0,
-    bits: int = 12,
-) -> dict:
-    """Perturbation probe of a canonization ``order`` on clouds ``(n, P, d)`` in ``[0, 1]^d``.
-
-    For each ``eps``: ``X' = X + eps * G`` (``G`` standard normal) and
-
-    - ``displacement``: mean over clouds of ``(1/P) sum_i |C(X)[i] - C(X')[i]|_2``,
-    - ``wasserstein``: mean of the assignment distance ``W(X, X')`` (the invariant motion),
-    - ``ratio``: mean of ``displacement / W`` (an empirical Lipschitz ratio; large = irregular),
-    - ``changed``: fraction of perturbed clouds whose order changed as a permutation.
-
-    ``exponent`` is :func:`fit_exponent` of displacement vs ``eps`` (Hoelder exponent estimate).
-    Orders use the clouds' own normalisation; for Hilbert/Morton, ``bits`` per axis.
-    """
-    x = _check_clouds(clouds, "clouds").astype(np.float32)
-    fn = get_order(order)
-    kw = {"bits": bits} if order in ("hilbert", "morton") else {}
-    base_perm = np.asarray(fn(jnp.asarray(x), **kw))
-    base = np.take_along_axis(x, base_perm[..., None], axis=1)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for eps in np.asarray(eps_values, float):
-        disp, wass, ratio, changed = [], [], [], []
-        for _ in range(n_perturb):
-            xp = (x + eps * rng.standard_normal(x.shape)).astype(np.float32)
-            perm = np.asarray(fn(jnp.asarray(xp), **kw))
-            moved = np.take_along_axis(xp, perm[..., None], axis=1)
-            dd = np.sqrt(((moved - base) ** 2).sum(-1)).mean(-1)
-            ww = np.array([assignment_distance(a, b) for a, b in zip(x, xp, strict=True)])
-            disp.append(dd)
-            wass.append(ww)
-            ratio.append(dd / np.maximum(ww, 1e-12))
-            changed.append((perm != base_perm).any(-1))
-        rows.append(
-            {
-                "eps": float(eps),
-                "displacement": float(np.mean(disp)),
-                "wasserstein": float(np.mean(wass)),
-                "ratio": float(np.mean(ratio)),
-                "changed": float(np.mean(changed)),
-            }
-        )
-    exponent = fit_exponent([r["eps"] for r in rows], [r["displacement"] for r in rows])
-    return {"order": order, "rows": rows, "exponent": exponent}

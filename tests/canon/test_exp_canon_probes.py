@@ -1,0 +1,128 @@
+"""The canon probe experiments on the runner: smoke presets end to end (folder layout, headline
+keys, figures), refusals before a folder exists, and a killed run that plotting refuses."""
+
+import dataclasses
+import os
+
+import pytest
+
+from geomopt.experiment import execute, plot_run
+from geomopt.registry import EXPERIMENTS
+from geomopt.runs import RunError, RunExistsError
+
+MODULES = ("exp_covering", "exp_curve_regularity", "exp_stability")
+
+
+def _exp(name):
+    import importlib
+
+    return importlib.import_module(f"geomopt.canon.{name}").EXPERIMENT
+
+
+def test_registered():
+    for m in MODULES:
+        assert f"geomopt.canon.{m}" in EXPERIMENTS
+
+
+def _check_layout(out, expected_keys, figure):
+    files = sorted(p.name for p in out.path.iterdir())
+    assert files == ["config.json", "metrics.jsonl", "summary.json"]
+    for p in out.path.iterdir():
+        assert os.stat(p).st_mode & 0o777 == 0o644 & ~_umask()
+    assert expected_keys <= set(out.headline)
+    return figure
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_curve_regularity_smoke(tmp_path):
+    exp = _exp("exp_curve_regularity")
+    out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
+    keys = {f"curve/{c}/d{d}" for c in ("hilbert", "morton") for d in (2, 3)}
+    _check_layout(out, keys, None)
+    assert out.headline["curve/hilbert/d2"] == pytest.approx(0.5, abs=0.06)
+    assert out.headline["curve/morton/d3"] < 0.1
+    figs = plot_run(exp, out.path, tmp_path / "figures")
+    assert [f.name for f in figs] == ["curve_regularity_smoke.png"] and figs[0].stat().st_size
+    # quick preset covers d = 2..8
+    assert set(exp.presets["quick"].dims) >= set(range(2, 9))
+
+
+def test_stability_smoke(tmp_path):
+    exp = _exp("exp_stability")
+    out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
+    keys = {f"{k}/{o}/d{d}" for k in ("change_slope", "ratio_slope", "jump")
+            for o in ("lex", "hilbert", "morton") for d in (2, 3)}  # fmt: skip
+    _check_layout(out, keys, None)
+    figs = plot_run(exp, out.path, tmp_path / "figures")
+    assert [f.name for f in figs] == ["stability_smoke.png"]
+
+
+def test_covering_smoke_and_missing_modelnet(tmp_path):
+    exp = _exp("exp_covering")
+    out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
+    keys = {f"slope/d{d}/{k}" for d in (2, 3) for k in ("l2", "lex", "hilbert", "wass")}
+    keys |= {"growth/lex/exp_rate", "growth/hilbert/poly_degree", "slope/k1/wass"}
+    _check_layout(out, keys, None)
+    figs = plot_run(exp, out.path, tmp_path / "figures")
+    assert [f.name for f in figs] == ["covering_smoke.png"]
+    # no data: refused before a folder exists, with a message saying what to put where
+    cfg = dataclasses.replace(exp.presets["smoke"], modelnet_dir=str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match="ply_data_train"):
+        execute(exp, cfg, preset="smoke", out=tmp_path / "o2")
+    assert not (tmp_path / "o2").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    from geomopt.canon.exp_covering import modelnet_files
+
+    with pytest.raises(ValueError, match="put the standard"):
+        modelnet_files(empty)
+
+
+def test_killed_run_is_refused_by_plot_and_rerun(tmp_path):
+    """A run interrupted half-way leaves config + partial metrics: plotting refuses it with a
+    message (no traceback) and a plain rerun refuses too (these experiments do not resume)."""
+    exp = _exp("exp_curve_regularity")
+    cfg = exp.presets["smoke"]
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    import geomopt.canon._holder as holder
+
+    calls = {"n": 0}
+    real = holder.curve_modulus
+
+    def half(*a, **k):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            boom()
+        return real(*a, **k)
+
+    holder.curve_modulus = half
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            execute(exp, cfg, preset="smoke", out=tmp_path)
+    finally:
+        holder.curve_modulus = real
+    path = tmp_path / exp.name / "smoke"
+    assert (path / "metrics.jsonl").read_text() and not (path / "summary.json").exists()
+    with pytest.raises(RunError, match="unfinished"):
+        plot_run(exp, path, tmp_path / "figures")
+    with pytest.raises(RunExistsError, match="cannot resume"):
+        execute(exp, cfg, preset="smoke", out=tmp_path)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_bad_config_is_refused_before_a_folder_exists(tmp_path, name):
+    exp = _exp(name)
+    field = {"exp_covering": ("dims", ()), "exp_curve_regularity": ("curves", ("peano",)),
+             "exp_stability": ("eps", (0.0,))}[name]  # fmt: skip
+    cfg = dataclasses.replace(exp.presets["smoke"], **{field[0]: field[1]})
+    with pytest.raises(ValueError, match=field[0]):
+        execute(exp, cfg, preset="smoke", out=tmp_path)
+    assert not any(tmp_path.iterdir())
