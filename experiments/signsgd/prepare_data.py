@@ -1,4 +1,5 @@
-"""Tokenise text into GPT-2 token shards (256 x int32 header, then uint16 tokens).
+"""Tokenise text into GPT-2 token shards (256 x int32 header, then uint16 tokens). A tool, not
+an experiment: ``uv run experiments/signsgd/prepare_data.py [offline|smoke|fineweb|c4|files]``.
 
     # FineWeb 10B sample, GPT-2 BPE (network + the `datasets` package; ~100 shards of 100M)
     uv run --with datasets experiments/signsgd/prepare_data.py fineweb
@@ -19,14 +20,7 @@ import glob
 import sys
 from typing import Literal
 
-from geomopt.cli import preset_cli
-from geomopt.lm import (
-    file_documents,
-    get_tokenizer,
-    hf_documents,
-    offline_corpus_files,
-    write_shards,
-)
+import tyro
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +77,9 @@ PRESETS = {
 
 
 def main(cfg: Config) -> int:
+    from geomopt.lm._data import offline_corpus_files
+    from geomopt.lm._prepare import file_documents, get_tokenizer, hf_documents, write_shards
+
     tokenizer = get_tokenizer(cfg.tokenizer)
     if cfg.source == "hf":
         docs = hf_documents(cfg.dataset, cfg.dataset_config, cfg.split, cfg.text_field)
@@ -104,5 +101,14 @@ def main(cfg: Config) -> int:
     return 0
 
 
+def parse(argv: list[str]) -> Config:
+    """``[PRESET] [--field value ...]``; the preset defaults to ``offline``."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["offline", *argv]
+    elif not argv[0].startswith("-") and argv[0] not in PRESETS:
+        raise SystemExit(f"unknown preset {argv[0]!r}; expected one of {sorted(PRESETS)}")
+    return tyro.extras.overridable_config_cli(PRESETS, args=argv, description=__doc__)
+
+
 if __name__ == "__main__":
-    sys.exit(main(preset_cli(PRESETS, default="offline", description=__doc__)))
+    sys.exit(main(parse(sys.argv[1:])))

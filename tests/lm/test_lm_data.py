@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from geomopt.lm import (
+    LLAMA3_MAGIC,
     SHARD_MAGIC,
     BatchLoader,
     ByteTokenizer,
@@ -110,3 +111,43 @@ def test_loader_windows_stay_inside_files(tmp_path):
         BatchLoader(data, batch_size=1, seq_len=30, seed=0)
     with pytest.raises(FileNotFoundError, match="nothing matches"):
         TokenData(str(tmp_path / "nope_*.bin"))
+
+
+def test_llama3_shards_are_read_by_their_header(tmp_path):
+    tokens = np.array([0, 128_000, 70_000, 5], dtype=np.int64)  # beyond uint16
+    path = write_shard(tmp_path / "llama.bin", tokens, kind="llama3")
+    raw = path.read_bytes()
+    assert len(raw) == 1024 + 4 * tokens.size
+    assert np.frombuffer(raw[:12], "<i4").tolist() == [LLAMA3_MAGIC, 7, 4]
+    np.testing.assert_array_equal(open_tokens(path), tokens)  # auto: by the magic number
+    np.testing.assert_array_equal(open_tokens(path, format="llama3"), tokens)
+    loader = BatchLoader(TokenData(str(path), vocab_size=128_256), batch_size=2, seq_len=3, seed=0)
+    np.testing.assert_array_equal(loader.batch(0)[0], tokens)
+    with pytest.raises(ShardError, match=r"token 128000 at position 1 is >= the vocabulary size"):
+        open_tokens(path, vocab_size=50_304)
+
+
+@pytest.mark.parametrize("kind", ["shard", "llama3"])
+def test_a_known_header_is_never_read_as_headerless(tmp_path, kind):
+    path = write_shard(tmp_path / "s.bin", [1, 2, 3], kind=kind)
+    family = "Llama-3" if kind == "llama3" else "GPT-2"
+    with pytest.raises(ShardError, match=f"starts with the {family} shard magic"):
+        open_tokens(path, format="nanogpt")
+    with pytest.raises(ShardError, match=f"starts with the {family} shard magic"):
+        read_legacy_bin(path)
+    other = "shard" if kind == "llama3" else "llama3"
+    with pytest.raises(ShardError, match=f"a {family} shard: read it with format='{kind}'"):
+        open_tokens(path, format=other)
+
+
+def test_llama3_header_checks_name_the_problem(tmp_path):
+    h = np.zeros(256, dtype="<i4")
+    h[:3] = (LLAMA3_MAGIC, 6, 1)
+    path = tmp_path / "v6.bin"
+    path.write_bytes(h.tobytes() + b"\0" * 4)
+    with pytest.raises(ShardError, match=r"version 6, expected 7 \(Llama-3 shard\)"):
+        open_tokens(path)
+    h[1:3] = (7, 2)
+    path.write_bytes(h.tobytes() + b"\0" * 6)
+    with pytest.raises(ShardError, match="6 bytes after the header, not a whole uint32 count"):
+        open_tokens(path)

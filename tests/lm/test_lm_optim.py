@@ -21,7 +21,7 @@ def gpt_like_params():
 def test_decay_only_on_hidden_matrices(name):
     """With zero gradients the only motion is weight decay: kernels shrink by lr * wd (coupled
     L2 for sgd gives the same first step), embeddings, gains and biases stay put."""
-    cfg = OptimConfig(name=name, lr=0.1, weight_decay=0.1, schedule="constant", clip=0.0)
+    cfg = OptimConfig(algorithm=name, lr=0.1, weight_decay=0.1, schedule="constant", clip=0.0)
     params = gpt_like_params()
     tx = build_optimizer(cfg, total_steps=10)
     zeros = jax.tree.map(jnp.zeros_like, params)

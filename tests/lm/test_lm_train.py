@@ -1,140 +1,338 @@
-"""Training: N devices equal one, resume equals uninterrupted (also after a killed checkpoint
-write), non-finite loss stops at the right step, one compilation per run, noise density."""
+"""Pretraining on the experiment runner: folder layout and headline, resume after an
+interruption equals the uninterrupted run, the runner's refusal rules, one compilation per
+sweep, N devices equal one, console line and sinks (TensorBoard, W&B), MFU's peak, multi-host
+checkpoint rules, non-finite loss, bad configs."""
 
 import dataclasses
 import json
+import math
+import struct
+import sys
+import types
 
 import jax
 import numpy as np
 import pytest
 
-from geomopt.lm import DataConfig, GPT2Config, NonFiniteLossError, OptimConfig, TrainConfig, train
-from geomopt.runs import load_metrics
+from geomopt.experiment import execute, plot_run
+from geomopt.lm import _train
+from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
+from geomopt.lm.exp_pretrain import EXPERIMENT, HEADLINE_KEYS, PRESETS
+from geomopt.runs import RunExistsError, load_metrics, to_jsonable
 
 MODEL = GPT2Config(vocab_size=256, n_layer=1, n_head=2, d_model=32, context=16)
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lm")
-    data = DataConfig(offline_dir=str(root / "corpus"), offline_bytes=200_000)
+def out(tmp_path_factory):
+    return tmp_path_factory.mktemp("lm")
+
+
+@pytest.fixture(scope="module")
+def base(out):
     return TrainConfig(
         model=MODEL,
-        optim=OptimConfig(name="adamw", lr=1e-2),
-        data=data,
+        optim=OptimConfig(algorithm="adamw", lr=1e-2),
+        data=DataConfig(offline_dir=str(out / "corpus"), offline_bytes=200_000),
         batch_size=8,
         steps=6,
-        seed=0,
         eval_every=3,
         eval_batches=2,
         log_every=3,
         ckpt_every=2,
+        noise_every=3,
+        noise_samples=3,
         n_devices=1,
-        root=str(root / "runs"),
-        progress=False,
     )
 
 
-def losses(cfg, name):
-    rows = load_metrics(f"{cfg.root}/{cfg.experiment}/{name}")
-    return {r["step"]: r["loss"] for r in rows if "loss" in r}
+def go(cfg, out, name, **kw):
+    return execute(EXPERIMENT, cfg, preset="smoke", out=out, name=name, **kw)
+
+
+def folder(out, name):
+    return out / "signsgd" / "pretrain" / name
+
+
+def losses(out, name):
+    return {r["step"]: r["loss"] for r in load_metrics(folder(out, name)) if "loss" in r}
 
 
 @pytest.fixture(scope="module")
-def reference(base):
-    summary = train(dataclasses.replace(base, name="full"))
-    return summary, losses(base, "full")
+def reference(base, out):
+    return go(base, out, "full")
 
 
-def test_reference_run_learns_and_compiles_once(base, reference):
-    summary, curve = reference
+def test_layout_headline_metrics_and_figure(reference, out):
+    path = reference.path
+    assert reference.status == "ran" and path == folder(out, "full")
+    names = {p.name for p in path.iterdir()}
+    assert {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "tensorboard"} <= names
+    assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["4", "6"]  # keep 2
+    assert set(reference.headline) == {k for k in HEADLINE_KEYS if "hellaswag" not in k}
+    assert reference.headline["tokens"] == 6 * 8 * 16
+    curve = losses(out, "full")
     assert sorted(curve) == list(range(1, 7))
-    assert curve[6] < curve[1] - 0.3  # adamw on bytes: the loss drops quickly from log(256)
     assert curve[1] == pytest.approx(np.log(256), abs=0.1)
-    assert summary["train_step_compilations"] == 1
-    rows = load_metrics(f"{base.root}/{base.experiment}/full")
-    val = [r for r in rows if "val_loss" in r]
-    assert [r["step"] for r in val] == [0, 3, 6]
-    assert 0 <= val[-1]["val_acc"] <= 1
-    assert all(r["tokens_per_s"] > 0 for r in rows if "tokens_per_s" in r)
+    assert curve[6] < curve[1] - 0.3  # adamw on bytes: the loss drops quickly from log(256)
+    rows = load_metrics(path)
+    assert [r["step"] for r in rows if "val_loss" in r] == [0, 3, 6]
+    assert [r["step"] for r in rows if "phi" in r] == [0, 3, 6]
+    assert all(1 / 30_000 < r["phi"] <= 1 for r in rows if "phi" in r)
+    timed = [r for r in rows if "tokens_per_s" in r]
+    assert [r["step"] for r in timed] == [3, 6]
+    assert all(r["tokens_per_s"] > 0 and 0 < r["mfu"] < 10 for r in timed)
+    summary = json.loads((path / "summary.json").read_text())
+    assert "measured float32" in summary["details"]["peak_flops"]["run"]["source"]
+    figures = plot_run(EXPERIMENT, path, out / "figures")
+    assert [f.name for f in figures] == ["pretrain_loss_full.png"] and figures[0].exists()
 
 
-def test_other_learning_rate_reuses_the_compiled_step(base, reference):
-    summary = train(dataclasses.replace(base, name="lr2", optim=OptimConfig(lr=3e-3)))
-    assert summary["train_step_compilations"] == 1
-    assert losses(base, "lr2")[1] == reference[1][1]  # same init and batch
+def _tensorboard_tags(logdir):
+    """Scalar tags in the TFRecord event files under ``logdir`` (length, crc, data, crc)."""
+    from tensorboardX.proto import event_pb2
+
+    tags = set()
+    for f in logdir.rglob("events.out.tfevents.*"):
+        raw = f.read_bytes()
+        i = 0
+        while i < len(raw):
+            (n,) = struct.unpack("<Q", raw[i : i + 8])
+            event = event_pb2.Event.FromString(raw[i + 12 : i + 12 + n])
+            tags.update(v.tag for v in event.summary.value)
+            i += 12 + n + 4
+    return tags
 
 
-def test_resume_equals_uninterrupted_after_killed_checkpoint_write(base, reference):
-    cut = dataclasses.replace(base, name="cut", halt_at_step=5)
-    train(cut)
-    ckpt = base_path(base, "cut") / "checkpoints"
-    assert sorted(p.name for p in ckpt.iterdir()) == ["2", "4"]
-    # a save of step 6 killed half-way leaves orbax's temporary folder behind
-    partial = ckpt / "6.orbax-checkpoint-tmp-1733130000"
-    (partial / "params").mkdir(parents=True)
-    (partial / "params" / "_METADATA").write_text("{")
-    messages = []
-    train(dataclasses.replace(cut, halt_at_step=0, resume=True), log=messages.append)
-    assert "from step 4" in messages[0]
-    assert losses(base, "cut") == reference[1]  # step for step, bit for bit on CPU
-    assert json.loads((base_path(base, "cut") / "summary.json").read_text())["steps"] == 6
+def test_tensorboard_event_files_hold_the_metrics(reference):
+    tags = _tensorboard_tags(reference.path / "tensorboard")
+    assert {"loss", "lr", "val_loss", "phi", "tokens_per_s", "mfu"} <= tags
 
 
-def base_path(cfg, name):
-    from pathlib import Path
+def test_resume_after_interruption_equals_uninterrupted(base, reference, out, monkeypatch):
+    save = _train.Checkpoints.save
 
-    return Path(cfg.root) / cfg.experiment / name
+    def killed_at_6(self, step, params, opt_state):
+        if step == 6:  # a save killed half-way leaves orbax's temporary folder behind
+            partial = self.path / "6.orbax-checkpoint-tmp-1733130000"
+            (partial / "params").mkdir(parents=True)
+            (partial / "params" / "_METADATA").write_text("{")
+            raise KeyboardInterrupt
+        save(self, step, params, opt_state)
+
+    monkeypatch.setattr(_train.Checkpoints, "save", killed_at_6)
+    with pytest.raises(KeyboardInterrupt):
+        go(base, out, "cut")
+    assert not (folder(out, "cut") / "summary.json").exists()
+    assert max(losses(out, "cut")) == 6  # rows after the last checkpoint (4) were written
+    monkeypatch.setattr(_train.Checkpoints, "save", save)
+    resumed = go(base, out, "cut")
+    assert resumed.status == "resumed"
+    rows = load_metrics(folder(out, "cut"))
+    steps = [r["step"] for r in rows if "loss" in r]
+    assert steps == sorted(set(steps))  # the interrupted rows 5, 6 were dropped, not doubled
+    assert losses(out, "cut") == losses(out, "full")  # step for step, bit for bit on CPU
+    assert resumed.headline["final_val_loss"] == reference.headline["final_val_loss"]
 
 
-def test_four_devices_match_one_device(base, reference, n_devices):
+def test_runner_refusals_and_overwrite(base, reference, out):
+    with pytest.raises(RunExistsError, match="finished run"):
+        go(base, out, "full")
+    unfinished = folder(out, "half")
+    unfinished.mkdir(parents=True)
+    (unfinished / "config.json").write_text(json.dumps({"config": to_jsonable(base)}))
+    with pytest.raises(RunExistsError, match="steps differ"):
+        go(dataclasses.replace(base, steps=5), out, "half")
+    ckpt = reference.path / "checkpoints"
+    stale = ckpt / "4" / "marker"
+    stale.write_text("x")
+    again = go(base, out, "full", overwrite=True)
+    assert again.status == "ran" and not stale.exists()  # only --overwrite deletes checkpoints
+    assert again.headline["final_val_loss"] == reference.headline["final_val_loss"]
+
+
+def test_other_learning_rate_reuses_the_compiled_step(base, reference, out, compiles):
+    with compiles() as log:
+        go(dataclasses.replace(base, optim=OptimConfig(algorithm="adamw", lr=3e-3)), out, "lr2")
+    assert log.count("train_step") == 0, log.names
+    assert losses(out, "lr2")[1] == losses(out, "full")[1]  # same init and batch
+    with compiles() as log:  # another optimiser is another program: the counter can fail
+        go(dataclasses.replace(base, optim=OptimConfig(algorithm="sgd", lr=0.1)), out, "sgd")
+    assert log.count("train_step") == 1, log.names
+
+
+def test_four_devices_match_one_device(base, reference, out, n_devices):
     assert jax.device_count() >= n_devices
-    train(dataclasses.replace(base, name="dev4", n_devices=n_devices, eval_batches=0))
-    four, one = losses(base, "dev4"), reference[1]
+    cfg = dataclasses.replace(base, n_devices=n_devices, eval_batches=0, noise_every=0)
+    go(cfg, out, "dev4")
+    four, one = losses(out, "dev4"), losses(out, "full")
     np.testing.assert_allclose([four[s] for s in one], list(one.values()), rtol=2e-5)
 
 
-def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(base, reference):
-    cfg = dataclasses.replace(base, name="nan", optim=OptimConfig(lr=1e30), ckpt_every=1)
-    with pytest.raises(NonFiniteLossError, match=r"at step 2; training stopped") as err:
-        train(cfg)
+def test_hellaswag_during_training_in_metrics_and_console(base, out, capsys):
+    hs = out / "hellaswag_tiny.jsonl"
+    endings = ["return x", "pass", "x = 1", "yield x"]
+    rows = [{"ctx": f"def f{i}(x):", "endings": endings, "label": i % 4} for i in range(3)]
+    hs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = dataclasses.replace(
+        base, hellaswag=str(hs), hellaswag_every=6, noise_every=0, eval_every=0, ckpt_every=0
+    )
+    outcome = go(cfg, out, "hellaswag")
+    got = [r for r in load_metrics(outcome.path) if "hellaswag_acc" in r]
+    assert [r["step"] for r in got] == [0, 6]
+    for r in got:
+        for k in ("hellaswag_acc", "hellaswag_acc_norm", "hellaswag_acc_token_norm"):
+            assert r[k] in (0.0, 1 / 3, 2 / 3, 1.0)  # 3 examples
+    assert outcome.headline["final_hellaswag_acc"] == got[-1]["hellaswag_acc"]
+    assert "hellaswag_acc " in capsys.readouterr().err
+
+
+def test_console_line_every_log_every(base, out, capsys):
+    cfg = dataclasses.replace(base, noise_every=0, eval_every=0, ckpt_every=0, tensorboard=False)
+    execute(EXPERIMENT, cfg, preset="smoke", out=out, name="console")
+    err = capsys.readouterr().err
+    assert "measured float32 1024x1024 matmul rate" in err
+    lines = [ln for ln in err.splitlines() if "tok/s" in ln]
+    assert len(lines) == 2, err  # steps 3 and 6; step 1 compiles and is not timed
+    for ln in lines:
+        assert "loss" in ln and "lr" in ln and "ETA" in ln
+        mfu = float(ln.split("MFU ")[1].split("%")[0])
+        assert math.isfinite(mfu) and mfu > 0
+    assert not (folder(out, "console") / "tensorboard").exists()
+
+
+def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(base, out):
+    cfg = dataclasses.replace(base, optim=OptimConfig(lr=1e30), ckpt_every=1, noise_every=0)
+    with pytest.raises(_train.NonFiniteLossError, match=r"at step 2; training stopped") as err:
+        go(cfg, out, "nan")
     assert "Last good checkpoint: step 1" in str(err.value)
-    ckpt = base_path(base, "nan") / "checkpoints"
-    assert sorted(p.name for p in ckpt.iterdir()) == ["1"]
-    assert not (base_path(base, "nan") / "summary.json").exists()
+    assert sorted(p.name for p in (folder(out, "nan") / "checkpoints").iterdir()) == ["1"]
+    assert not (folder(out, "nan") / "summary.json").exists()
 
 
 @pytest.mark.parametrize(
     "change,message",
     [
         (dict(batch_size=6, grad_accum=4), "not divisible by grad_accum=4"),
-        (dict(batch_size=6, n_devices=4), "not divisible by the 4 devices"),
         (dict(seq_len=17), "exceeds the model context 16"),
-        (dict(noise_steps=(99,)), "noise_steps [99] outside"),
+        (dict(steps=0), "steps=0: expected an integer >= 1"),
+        (dict(noise_every=-1), "noise_every=-1"),
+        (dict(hellaswag="/nonexistent/hs.jsonl"), "no such file"),
     ],
 )
-def test_bad_configs_are_rejected(base, change, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        train(dataclasses.replace(base, name="bad", **change))
+def test_bad_configs_are_refused_before_a_folder_exists(base, out, change, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        go(dataclasses.replace(base, **change), out, "bad")
+    assert not folder(out, "bad").exists()
 
 
-@pytest.mark.slow
-def test_fsdp_and_grad_accum_match_reference(base, reference, n_devices):
-    cfg = dataclasses.replace(base, name="fsdp", n_devices=n_devices, fsdp=True, grad_accum=2)
-    train(cfg)
-    got, one = losses(base, "fsdp"), reference[1]
-    np.testing.assert_allclose([got[s] for s in one], list(one.values()), rtol=1e-4)
+def test_device_divisibility_is_checked(base):
+    with pytest.raises(ValueError, match="not divisible by the 4 devices"):
+        _train.check_train_config(dataclasses.replace(base, batch_size=6), 4)
 
 
-@pytest.mark.slow
-def test_noise_density_mode_logs_phi(base):
-    cfg = dataclasses.replace(
-        base, name="noise", noise_steps=(0, 4), noise_samples=6, optim=OptimConfig(name="sign_sgd")
-    )
-    train(cfg)
-    rows = [r for r in load_metrics(base_path(base, "noise")) if "phi" in r]
-    assert [r["step"] for r in rows] == [0, 4]
-    for r in rows:
-        assert 1 / 30_000 < r["phi"] <= 1
-        for g in ("embedding", "attention", "mlp", "gains_biases"):
-            assert 0 < r[f"phi/{g}"] <= 1
+def test_peak_flops_table_and_measured_fallback():
+    def dev(kind, platform="gpu"):
+        return types.SimpleNamespace(device_kind=kind, platform=platform)
+
+    assert _train.device_peak_flops(device=dev("NVIDIA H100 80GB HBM3"))[0] == 989e12
+    assert _train.device_peak_flops(device=dev("TPU v5 lite", "tpu"))[0] == 197e12
+    assert _train.device_peak_flops(device=dev("TPU v5p", "tpu"))[0] == 459e12
+    assert _train.device_peak_flops(5e12) == (5e12, "given by --peak-flops")
+    flops, source = _train.device_peak_flops(device=dev("Mystery accelerator"))
+    assert math.isfinite(flops) and flops > 0 and source.startswith("measured")
+
+
+# --- Weights & Biases --------------------------------------------------------------------------
+
+
+class _FakeRun:
+    def __init__(self, path):
+        self.path = path
+        self.rows = []
+
+    def log_rows(self, rows):
+        self.rows.extend(rows)
+
+
+def test_wandb_disabled_never_imports_it(base, tmp_path, monkeypatch):
+    monkeypatch.delitem(sys.modules, "wandb", raising=False)
+    sinks = _train.MetricSinks(_FakeRun(tmp_path), dataclasses.replace(base, tensorboard=False))
+    sinks.write([{"step": 1, "loss": 2.0}])
+    sinks.close()
+    assert "wandb" not in sys.modules and sinks.wandb is None
+
+
+def test_wandb_enabled_but_not_installed_is_refused_by_name(base, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
+    cfg = dataclasses.replace(base, wandb=True, tensorboard=False)
+    with pytest.raises(ValueError, match="wandb package is not installed.*uv pip install wandb"):
+        _train.check_train_config(cfg)
+    with pytest.raises(ValueError, match="uv pip install wandb"):
+        _train.MetricSinks(_FakeRun(tmp_path), cfg)
+
+
+def test_wandb_enabled_logs_every_row(base, tmp_path, monkeypatch):
+    calls = {"init": [], "log": [], "finish": 0}
+
+    class FakeWandbRun:
+        def log(self, values, step):
+            calls["log"].append((step, values))
+
+        def finish(self):
+            calls["finish"] += 1
+
+    def init(**kw):
+        calls["init"].append(kw)
+        return FakeWandbRun()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    cfg = dataclasses.replace(base, wandb=True, tensorboard=False)
+    sinks = _train.MetricSinks(_FakeRun(tmp_path), cfg, tag={"optimizer": "sgd"})
+    sinks.write([{"step": 3, "loss": 2.5, "tokens": 384}])
+    sinks.close()
+    assert calls["init"][0]["mode"] == "offline" and calls["init"][0]["dir"] == str(tmp_path)
+    assert calls["log"] == [(3, {"loss": 2.5, "tokens": 384.0})] and calls["finish"] == 1
+
+
+# --- multi-host checkpoint rules ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pid", [0, 1])
+def test_only_process_zero_clears_checkpoints_between_barriers(tmp_path, pid):
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "4").mkdir(parents=True)
+    events = []
+
+    def barrier(name):
+        events.append(("barrier", name, ckpt.exists()))
+
+    _train.clear_checkpoint_dir(ckpt, process_index=lambda: pid, barrier=barrier)
+    assert ckpt.exists() == (pid != 0)
+    assert [e[0] for e in events] == ["barrier", "barrier"]
+    assert events[0][2] is True  # nothing deleted before every host reached the first barrier
+    assert events[1][2] is (pid != 0)
+
+
+def test_every_host_must_restore_the_same_step():
+    _train.check_restored_step(4, allgather=lambda s: np.array([s, s, s, s]))
+    with pytest.raises(RuntimeError, match=r"different checkpoint steps \[4, 2\]"):
+        _train.check_restored_step(4, allgather=lambda s: np.array([4, 2]))
+
+
+# --- presets -----------------------------------------------------------------------------------
+
+
+def test_paper_presets_follow_the_paper():
+    paper, noise = PRESETS["paper"], PRESETS["paper_noise"]
+    assert paper.model.activation == "gelu_exact" and paper.model.dtype == "bfloat16"
+    assert (paper.seq_len, paper.batch_size, paper.steps) == (512, 512, 10_000)
+    assert paper.optim.algorithm == "sign_sgd" and paper.optim.lr == 1e-4
+    assert paper.noise_every == 0  # phi comes from the separate SGD run, as in the paper
+    assert PRESETS["paper_sgd"].optim.algorithm == "sgd" and PRESETS["paper_sgd"].optim.lr == 1e-2
+    assert noise.optim.algorithm == "sgd" and noise.optim.lr == 1e-2
+    assert noise.optim.schedule == "cosine"
+    assert round(noise.optim.warmup_frac * noise.steps) == 1000
+    assert (noise.noise_every, noise.noise_samples) == (100, 512)
+    for name in ("smoke", "quick"):
+        _train.check_train_config(PRESETS[name])

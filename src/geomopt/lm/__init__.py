@@ -7,8 +7,11 @@ Public API (re-exported from private modules):
 - data: :func:`write_shard`, :func:`read_shard`, :func:`read_legacy_bin`, :func:`open_tokens`,
   :class:`TokenData`, :class:`ByteTokenizer`, :func:`build_offline_corpus`, :class:`BatchLoader`,
   :class:`ShardError`;
-- training: :class:`TrainConfig`, :class:`OptimConfig`, :class:`DataConfig`, :func:`train`,
-  :func:`build_optimizer`, :func:`make_mesh`, :class:`NonFiniteLossError`;
+- training: :class:`TrainConfig`, :class:`OptimConfig`, :class:`DataConfig`, :func:`train`
+  (on a :class:`geomopt.experiment.Run`), :class:`Trainer`, :class:`Checkpoints`,
+  :class:`MetricSinks`, :func:`build_optimizer`, :func:`make_mesh`, :func:`device_peak_flops`,
+  :class:`NonFiniteLossError`; experiments ``exp_pretrain`` (``signsgd/pretrain``) and
+  ``exp_pretrain_demo`` (``signsgd/pretrain_demo``);
 - noise density: :func:`welford_variance`, :func:`noise_density`.
 """
 
@@ -27,6 +30,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "presets",
         ],
         "_data": [
+            "LLAMA3_MAGIC",
+            "SHARD_KINDS",
             "SHARD_MAGIC",
             "SHARD_VERSION",
             "BatchLoader",
@@ -39,12 +44,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "read_legacy_bin",
             "read_shard",
             "write_shard",
-        ],
-        "_demo": [
-            "DEMO_EXPERIMENTS",
-            "demo_configs",
-            "plot_demo",
-            "run_demo",
         ],
         "_model": [
             "GPT2",
@@ -67,10 +66,16 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "write_shards",
         ],
         "_train": [
+            "Checkpoints",
+            "MetricSinks",
             "NonFiniteLossError",
+            "Trainer",
             "build_optimizer",
+            "check_train_config",
+            "device_peak_flops",
             "lr_schedule",
             "make_mesh",
+            "measured_matmul_flops",
             "peak_flops_per_device",
             "train",
         ],

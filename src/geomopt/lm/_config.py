@@ -94,9 +94,9 @@ OptimName = Literal["adamw", "sgd", "sign_sgd", "signum", "muon"]
 class OptimConfig:
     """Optimiser, learning-rate schedule and clipping."""
 
-    name: OptimName = "adamw"
+    algorithm: OptimName = "adamw"
     """adamw; sgd (momentum, coupled L2 decay); sign_sgd; signum; muon (hidden matrices) with
-    AdamW for embeddings, gains and biases."""
+    AdamW for embeddings, gains and biases. (Not ``name``: that is the runner's option.)"""
     lr: float = 1e-3
     """Peak learning rate (for muon: of the Muon part)."""
     weight_decay: float = 0.0
@@ -133,8 +133,10 @@ class DataConfig:
     """Glob of training token files (shards or nanoGPT .bin), for source=shards."""
     val: str = ""
     """Glob of validation token files, for source=shards."""
-    format: Literal["auto", "shard", "nanogpt"] = "auto"
-    """Token file format; auto tells shards (magic header) from headerless nanoGPT files."""
+    format: Literal["auto", "shard", "llama3", "nanogpt"] = "auto"
+    """Token file format. auto reads the header's magic number: 20240520 GPT-2 shards (uint16),
+    20240801 Llama-3 shards (uint32); a file without a known magic is read as a headerless
+    nanoGPT uint16 array."""
     offline_dir: str = ""
     """Folder for the offline corpus shards (train.bin, val.bin); empty uses
     $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""
@@ -144,7 +146,11 @@ class DataConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """A GPT-2 pretraining run (``uv run experiments/signsgd/pretrain.py PRESET --help``)."""
+    """A GPT-2 pretraining run (``uv run experiments/signsgd/pretrain.py PRESET --help``).
+
+    The run folder, resuming and overwriting belong to the experiment runner
+    (:mod:`geomopt.experiment`); checkpoints live in ``<run folder>/checkpoints``.
+    """
 
     model: GPT2Config = presets["tiny"]
     """Model shape and compute dtype."""
@@ -163,21 +169,28 @@ class TrainConfig:
     seed: int = 0
     """Seed of the initial parameters, the batch order and dropout."""
     eval_every: int = 50
-    """Validate every this many steps (and at the end); 0 only at the end."""
+    """Validate every this many steps (and at step 0 and the end); 0: only at the end."""
     eval_batches: int = 8
     """Number of fixed validation batches (the paper: 64); 0 skips validation."""
     eval_batch_size: int = 0
     """Sequences per validation batch; 0 uses the micro-batch size."""
+    hellaswag: str = ""
+    """HellaSwag jsonl file (the public format) to score during training; empty: off."""
+    hellaswag_every: int = 0
+    """Evaluate HellaSwag every this many steps (and at the end); 0: with every validation."""
+    hellaswag_examples: int = 0
+    """HellaSwag examples scored per evaluation (the first ones of the file); 0: all."""
     log_every: int = 10
-    """Write throughput and MFU every this many steps (losses are logged every step)."""
+    """One console line (loss, tokens/s, MFU, lr, ETA) and throughput metrics every this many
+    steps; losses are logged every step."""
     ckpt_every: int = 0
-    """Checkpoint every this many steps (and always at the end); 0 only at the end."""
+    """Checkpoint every this many steps (and always at the end); 0: only at the end."""
     ckpt_keep: int = 2
     """Checkpoints kept on disk (the newest)."""
-    noise_steps: tuple[int, ...] = ()
-    """Steps (after that many updates; 0: at initialisation) at which to measure noise density."""
+    noise_every: int = 0
+    """Measure the gradient-noise density phi at step 0 and every this many steps; 0: never."""
     noise_samples: int = 16
-    """Mini-batch gradients drawn per noise-density measurement."""
+    """Mini-batch gradients drawn per noise-density measurement (the paper: up to 512)."""
     noise_batch_size: int = 0
     """Sequences per noise-density mini-batch; 0 uses the micro-batch size."""
     n_devices: int = 0
@@ -187,21 +200,16 @@ class TrainConfig:
     distributed: bool = False
     """Call jax.distributed.initialize() first (multi-host launches: SLURM, TPU pods, ...)."""
     peak_flops: float = 0.0
-    """Peak FLOP/s of one device for MFU; 0 looks it up from the device kind (NaN on CPU)."""
-    root: str = "results"
-    """Results root; the run folder is root/experiment/name."""
-    experiment: str = "signsgd_lm"
-    """Experiment family folder."""
-    name: str = ""
-    """Run name; empty derives it from the optimiser and learning rate."""
-    resume: bool = False
-    """Continue from the newest complete checkpoint of the run folder."""
-    overwrite: bool = False
-    """Replace a finished run of the same name."""
-    halt_at_step: int = 0
-    """Stop without finishing after this many steps (0: never); simulates an interruption."""
-    progress: bool = True
-    """Show a progress line on stderr."""
+    """Peak FLOP/s of one device for MFU; 0: the dense bf16 peak of a known GPU/TPU from its
+    device kind, else the measured float32 matmul rate of this machine (the console says which)."""
+    tensorboard: bool = True
+    """Write the metrics as TensorBoard event files into <run folder>/tensorboard."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs the wandb package, which geomopt does not install)."""
+    wandb_project: str = "geomopt"
+    """Weights & Biases project."""
+    wandb_mode: Literal["offline", "online"] = "offline"
+    """Weights & Biases mode; offline writes into <run folder>/wandb and needs no network."""
 
     @property
     def sequence_length(self) -> int:
@@ -210,7 +218,3 @@ class TrainConfig:
     @property
     def micro_batch(self) -> int:
         return self.batch_size // self.grad_accum
-
-    @property
-    def run_name(self) -> str:
-        return self.name or f"{self.optim.name}-lr{self.optim.lr:g}"

@@ -2,8 +2,10 @@
 
 Shard format (the GPT-2 speedrun community's): a header of 256 little-endian int32 —
 ``[0]`` magic 20240520, ``[1]`` version 1, ``[2]`` token count, the rest zero — followed by the
-tokens as little-endian uint16. The older nanoGPT format (``train.bin``/``val.bin``) is a
-headerless uint16 array; both are memory-mapped, never read whole.
+tokens as little-endian uint16. The same community's Llama-3 shards (llm.c) use the same header
+with magic 20240801, version 7, and uint32 tokens; both are read. The older nanoGPT format
+(``train.bin``/``val.bin``) is a headerless uint16 array. All are memory-mapped, never read
+whole, and a file that starts with a known magic number is never read as headerless.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from geomopt.runs import atomic_write_bytes
 __all__ = [
     "SHARD_MAGIC",
     "SHARD_VERSION",
+    "LLAMA3_MAGIC",
+    "LLAMA3_VERSION",
+    "SHARD_KINDS",
     "HEADER_INTS",
     "ShardError",
     "write_shard",
@@ -36,6 +41,14 @@ __all__ = [
 
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
+LLAMA3_MAGIC = 20240801
+LLAMA3_VERSION = 7
+SHARD_KINDS = {
+    "shard": (SHARD_MAGIC, SHARD_VERSION, "<u2", "GPT-2"),
+    "llama3": (LLAMA3_MAGIC, LLAMA3_VERSION, "<u4", "Llama-3"),
+}
+"""Header kinds: format name -> (magic, version, token dtype, tokenizer family)."""
+_KIND_OF_MAGIC = {magic: kind for kind, (magic, *_) in SHARD_KINDS.items()}
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
 _SCAN_CHUNK = 1 << 24
@@ -45,22 +58,32 @@ class ShardError(ValueError):
     """A token file is malformed; the message names the file and the problem."""
 
 
-def write_shard(path: str | os.PathLike, tokens: np.ndarray | Sequence[int]) -> Path:
-    """Write ``tokens`` (integers in [0, 65535]) as one shard, atomically. Returns the path."""
+def write_shard(
+    path: str | os.PathLike,
+    tokens: np.ndarray | Sequence[int],
+    *,
+    kind: Literal["shard", "llama3"] = "shard",
+) -> Path:
+    """Write ``tokens`` as one shard, atomically: a GPT-2 shard (``kind="shard"``, uint16
+    tokens) or a Llama-3 shard (``kind="llama3"``, uint32 tokens). Returns the path."""
     path = Path(path)
+    if kind not in SHARD_KINDS:
+        raise ValueError(f"shard kind {kind!r}: expected one of {sorted(SHARD_KINDS)}")
+    magic, version, dtype, _ = SHARD_KINDS[kind]
     arr = np.asarray(tokens)
     if arr.ndim != 1:
         raise ValueError(f"shard {path}: tokens must be 1-D, got shape {arr.shape}")
-    if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.uint16).max):
+    top = np.iinfo(np.dtype(dtype)).max
+    if arr.size and (arr.min() < 0 or arr.max() > top):
         raise ValueError(
-            f"shard {path}: token values in [{arr.min()}, {arr.max()}] do not fit uint16 "
-            "(expected 0 <= token <= 65535)"
+            f"shard {path}: token values in [{arr.min()}, {arr.max()}] do not fit "
+            f"{np.dtype(dtype).name} (expected 0 <= token <= {top})"
         )
     if arr.size >= 2**31:
         raise ValueError(f"shard {path}: {arr.size} tokens exceed the int32 header count")
     header = np.zeros(HEADER_INTS, dtype="<i4")
-    header[:3] = (SHARD_MAGIC, SHARD_VERSION, arr.size)
-    atomic_write_bytes(path, header.tobytes() + arr.astype("<u2").tobytes())
+    header[:3] = (magic, version, arr.size)
+    atomic_write_bytes(path, header.tobytes() + arr.astype(dtype).tobytes())
     return path
 
 
@@ -77,8 +100,16 @@ def _check_vocab(path: Path, tokens: np.ndarray, vocab_size: int | None) -> None
             )
 
 
-def read_shard(path: str | os.PathLike, *, vocab_size: int | None = None) -> np.ndarray:
+def read_shard(
+    path: str | os.PathLike,
+    *,
+    vocab_size: int | None = None,
+    kind: Literal["shard", "llama3"] = "shard",
+) -> np.ndarray:
     """Memory-map the tokens of a shard after validating its header and size.
+
+    ``kind`` is the expected header: ``"shard"`` (GPT-2, magic 20240520, version 1, uint16) or
+    ``"llama3"`` (magic 20240801, version 7, uint32).
 
     Raises:
         ShardError: naming the file and the problem — too short for the header, wrong magic
@@ -93,39 +124,69 @@ def read_shard(path: str | os.PathLike, *, vocab_size: int | None = None) -> np.
         raise ShardError(
             f"shard {path}: truncated, {size} bytes is shorter than the {HEADER_BYTES}-byte header"
         )
+    if kind not in SHARD_KINDS:
+        raise ValueError(f"shard kind {kind!r}: expected one of {sorted(SHARD_KINDS)}")
+    magic, version, dtype, family = SHARD_KINDS[kind]
     header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
-    if header[0] != SHARD_MAGIC:
-        raise ShardError(
-            f"shard {path}: magic {int(header[0])}, expected {SHARD_MAGIC} (not a token shard; "
-            "a headerless nanoGPT .bin is read with format='nanogpt')"
+    if header[0] != magic:
+        other = _KIND_OF_MAGIC.get(int(header[0]))
+        hint = (
+            f"a {SHARD_KINDS[other][3]} shard: read it with format={other!r} or 'auto'"
+            if other
+            else "not a token shard; a headerless nanoGPT .bin is read with format='nanogpt'"
         )
-    if header[1] != SHARD_VERSION:
-        raise ShardError(f"shard {path}: version {int(header[1])}, expected {SHARD_VERSION}")
+        raise ShardError(f"shard {path}: magic {int(header[0])}, expected {magic} ({hint})")
+    if header[1] != version:
+        raise ShardError(
+            f"shard {path}: version {int(header[1])}, expected {version} ({family} shard)"
+        )
     count = int(header[2])
     if count < 0:
         raise ShardError(f"shard {path}: negative token count {count} in the header")
     body = size - HEADER_BYTES
-    if body % 2:
-        raise ShardError(f"shard {path}: {body} bytes after the header, not a whole uint16 count")
-    if body < 2 * count:
+    width = np.dtype(dtype).itemsize
+    if body % width:
         raise ShardError(
-            f"shard {path}: truncated, header says {count} tokens but the file holds {body // 2}"
+            f"shard {path}: {body} bytes after the header, not a whole {np.dtype(dtype).name} count"
         )
-    if body > 2 * count:
+    if body < width * count:
+        raise ShardError(
+            f"shard {path}: truncated, header says {count} tokens but the file holds "
+            f"{body // width}"
+        )
+    if body > width * count:
         raise ShardError(
             f"shard {path}: token count mismatch, header says {count} tokens but the file "
-            f"holds {body // 2}"
+            f"holds {body // width}"
         )
-    tokens = np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
+    tokens = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_BYTES, shape=(count,))
     _check_vocab(path, tokens, vocab_size)
     return tokens
 
 
+def _magic(path: Path) -> int | None:
+    with open(path, "rb") as f:
+        first = np.frombuffer(f.read(4), dtype="<i4")
+    return int(first[0]) if first.size else None
+
+
 def read_legacy_bin(path: str | os.PathLike, *, vocab_size: int | None = None) -> np.ndarray:
-    """Memory-map a headerless nanoGPT ``.bin`` (uint16 tokens)."""
+    """Memory-map a headerless nanoGPT ``.bin`` (uint16 tokens).
+
+    Raises:
+        ShardError: the file starts with a known shard magic number (its header would be read
+            as tokens), is empty, or has an odd byte count.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"token file {path}: no such file")
+    kind = _KIND_OF_MAGIC.get(_magic(path))
+    if kind is not None:
+        raise ShardError(
+            f"token file {path}: starts with the {SHARD_KINDS[kind][3]} shard magic "
+            f"{SHARD_KINDS[kind][0]}, so it is not a headerless nanoGPT file; read it with "
+            f"format={kind!r} or 'auto'"
+        )
     size = path.stat().st_size
     if size % 2:
         raise ShardError(f"token file {path}: {size} bytes is not a whole number of uint16 tokens")
@@ -136,24 +197,27 @@ def read_legacy_bin(path: str | os.PathLike, *, vocab_size: int | None = None) -
     return tokens
 
 
-Format = Literal["auto", "shard", "nanogpt"]
+Format = Literal["auto", "shard", "llama3", "nanogpt"]
 
 
 def open_tokens(
     path: str | os.PathLike, *, format: Format = "auto", vocab_size: int | None = None
 ) -> np.ndarray:
-    """Memory-map a token file. ``auto`` reads a shard when the file starts with the magic
-    number and a headerless nanoGPT file otherwise."""
+    """Memory-map a token file. ``auto`` reads the header its magic number names (GPT-2 shard
+    20240520, Llama-3 shard 20240801) and a headerless nanoGPT file when the magic is unknown;
+    a forced format that disagrees with a known magic is refused by name."""
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"token file {path}: no such file")
     if format == "auto":
-        with open(path, "rb") as f:
-            first = np.frombuffer(f.read(4), dtype="<i4")
-        format = "shard" if first.size and first[0] == SHARD_MAGIC else "nanogpt"
-    if format == "shard":
-        return read_shard(path, vocab_size=vocab_size)
+        format = _KIND_OF_MAGIC.get(_magic(path), "nanogpt")
+    if format in SHARD_KINDS:
+        return read_shard(path, vocab_size=vocab_size, kind=format)
     if format == "nanogpt":
         return read_legacy_bin(path, vocab_size=vocab_size)
-    raise ValueError(f"token file format {format!r}: expected 'auto', 'shard' or 'nanogpt'")
+    raise ValueError(
+        f"token file format {format!r}: expected 'auto', 'shard', 'llama3' or 'nanogpt'"
+    )
 
 
 def _expand(patterns: str | Sequence[str]) -> list[Path]:

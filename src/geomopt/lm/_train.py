@@ -1,24 +1,32 @@
-"""GPT-2 pretraining: optimisers, a sharded jitted train step, validation, checkpoints, resume,
-and the gradient-noise-density probe of the SignSGD paper.
+"""GPT-2 pretraining in named pieces: build (data, mesh, shardings, optimiser and jitted
+functions, once), step, evaluation, noise density, checkpoints, metric sinks, and the loop.
 
 The training state is the model's parameters split off once with ``nnx.split`` plus the optax
 state; one pure, jitted step maps ``(params, opt_state, batch, step, lr)`` to the next state with
-the state donated. Batches are ``(grad_accum, micro_batch, seq_len + 1)`` token windows, sharded
-over the ``data`` axis of a one-axis mesh; parameters are replicated or FSDP-sharded (largest
-axis divisible by the device count) by a flag. Everything that decides a run's numbers — the
-initial parameters, the batches, the dropout keys — is a function of ``(seed, step)``, so a run
-resumed from a checkpoint continues exactly as the uninterrupted one.
+the state donated. The optimiser is built once per run from a traced peak learning rate, so runs
+that differ only in the learning rate or the seed (sweeps) reuse one compiled step. Batches are
+``(grad_accum, micro_batch, seq_len + 1)`` token windows sharded over the ``data`` axis of a
+one-axis mesh; parameters are replicated or FSDP-sharded (largest axis divisible by the device
+count). Everything that decides a run's numbers — the initial parameters, the batches, the
+dropout keys — is a function of ``(seed, step)``, so a run resumed from a checkpoint continues
+exactly as the uninterrupted one.
+
+The run folder belongs to :mod:`geomopt.experiment`; :func:`train` gets its ``Run`` handle and
+keeps checkpoints in ``<run folder>/checkpoints``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
 import math
 import os
 import shutil
+import statistics
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,33 +39,46 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
-from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
+from geomopt.lm._config import GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm._data import BatchLoader, TokenData, build_offline_corpus
 from geomopt.lm._model import GPT2, flops_per_token, param_label
 from geomopt.lm._noise import noise_density, noise_groups, welford_variance
-from geomopt.runs import METRICS_FILE, Progress, Run, atomic_write_bytes, load_metrics
+from geomopt.runs import METRICS_FILE, atomic_write_bytes, load_metrics
 
 __all__ = [
-    "OptimConfig",
-    "DataConfig",
-    "TrainConfig",
     "NonFiniteLossError",
+    "Trainer",
+    "Checkpoints",
+    "MetricSinks",
     "build_optimizer",
+    "check_restored_step",
+    "check_train_config",
+    "clear_checkpoint_dir",
+    "device_peak_flops",
     "lr_schedule",
     "make_mesh",
+    "measured_matmul_flops",
     "peak_flops_per_device",
     "train",
+    "wandb_available",
 ]
 
 
-class NonFiniteLossError(FloatingPointError):
-    """Training produced a non-finite loss or gradient norm; the message names the step."""
+class NonFiniteLossError(FloatingPointError, ValueError):
+    """Training produced a non-finite loss or gradient norm; the message names the step and the
+    last good checkpoint. (A ``ValueError`` too: the runner reports it as a bad setting, e.g. a
+    learning rate that diverges, without a traceback.)"""
 
+
+# ---------------------------------------------------------------------------------------------
+# Peak FLOP/s for MFU
 
 _PEAK_BF16 = {
+    "b200": 2250e12,
     "h200": 989e12,
     "h100": 989e12,
     "a100": 312e12,
+    "l40s": 362e12,
     "l4": 121e12,
     "a10": 125e12,
     "v6": 918e12,
@@ -65,16 +86,54 @@ _PEAK_BF16 = {
     "v5": 197e12,
     "v4": 275e12,
 }
+"""Dense bf16 peak FLOP/s per device by device-kind substring (vendor data sheets, no sparsity);
+checked in order, so ``v5p`` is matched before ``v5`` (TPU v5e reports ``TPU v5 lite``)."""
 
 
 def peak_flops_per_device(device=None) -> float:
     """Dense bf16 peak FLOP/s of a known accelerator (from its device kind); NaN otherwise."""
     device = device or jax.devices()[0]
-    kind = getattr(device, "device_kind", "").lower()
+    kind = getattr(device, "device_kind", "").lower().replace(" ", "")
     for name, flops in _PEAK_BF16.items():
-        if name in kind.replace(" ", ""):
+        if name in kind:
             return flops
     return math.nan
+
+
+@functools.cache
+def measured_matmul_flops(n: int = 1024, repeats: int = 5, dtype: str = "float32") -> float:
+    """FLOP/s of a jitted ``n x n`` matmul on the default device, median of ``repeats`` timed
+    calls after one warm-up (measured once per process)."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.dtype(dtype))
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f(a).block_until_ready()
+        times.append(time.perf_counter() - t)
+    return 2.0 * n**3 / statistics.median(times)
+
+
+def device_peak_flops(override: float = 0.0, device=None) -> tuple[float, str]:
+    """``(peak FLOP/s per device, where it comes from)`` for MFU — always a number.
+
+    ``override`` > 0 wins; a known GPU/TPU gets its dense bf16 peak from :data:`_PEAK_BF16`;
+    anything else (a CPU, an unknown accelerator) gets the measured float32 matmul rate of a
+    1024 x 1024 matmul, so its MFU says how close the step gets to this machine's best matmul.
+    """
+    if override > 0:
+        return float(override), "given by --peak-flops"
+    device = device or jax.devices()[0]
+    table = peak_flops_per_device(device)
+    kind = getattr(device, "device_kind", device.platform)
+    if math.isfinite(table):
+        return table, f"dense bf16 peak of {kind} (data sheet)"
+    return measured_matmul_flops(), f"measured float32 1024x1024 matmul rate of this {kind}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimiser
 
 
 def lr_schedule(kind: str, peak, total_steps: int, warmup_frac: float, decay_frac: float):
@@ -107,15 +166,15 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
     lr = ocfg.lr if lr is None else lr
     sched = lr_schedule(ocfg.schedule, lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac)
     wd = ocfg.weight_decay
-    if ocfg.name == "adamw":
+    if ocfg.algorithm == "adamw":
         tx = optax.adamw(sched, b1=ocfg.b1, b2=ocfg.b2, weight_decay=wd, mask=_matrix_mask)
-    elif ocfg.name == "sgd":
+    elif ocfg.algorithm == "sgd":
         tx = optim.sgd(sched, ocfg.momentum, wd, mask=_matrix_mask, nesterov=ocfg.nesterov)
-    elif ocfg.name == "sign_sgd":
+    elif ocfg.algorithm == "sign_sgd":
         tx = optim.sign_sgd(sched, wd, mask=_matrix_mask)
-    elif ocfg.name == "signum":
+    elif ocfg.algorithm == "signum":
         tx = optim.signum(sched, ocfg.momentum, wd, mask=_matrix_mask)
-    elif ocfg.name == "muon":
+    elif ocfg.algorithm == "muon":
         adam_sched = lr_schedule(
             ocfg.schedule, ocfg.adam_lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac
         )
@@ -130,10 +189,16 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
             label_fn=_muon_label,
         )
     else:
-        raise ValueError(f"optimiser {ocfg.name!r}: expected adamw, sgd, sign_sgd, signum or muon")
+        raise ValueError(
+            f"optimiser {ocfg.algorithm!r}: expected adamw, sgd, sign_sgd, signum or muon"
+        )
     if ocfg.clip > 0:
         tx = optax.chain(optax.clip_by_global_norm(ocfg.clip), tx)
     return tx
+
+
+# ---------------------------------------------------------------------------------------------
+# Mesh and shardings
 
 
 def make_mesh(n_devices: int = 0) -> jax.sharding.Mesh:
@@ -165,13 +230,17 @@ def _state_shardings(tree, mesh, fsdp: bool):
     return jax.tree.map(one, tree)
 
 
-def _cross_entropy(graphdef, params, tokens_BxT1, key):
-    model = nnx.merge(graphdef, params)
-    logits_BxTxV = model(tokens_BxT1[:, :-1], key=key)
-    targets_BxT = tokens_BxT1[:, 1:]
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, targets_BxT).mean()
-    correct = jnp.mean((jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT).astype(jnp.float32))
-    return loss, correct
+# ---------------------------------------------------------------------------------------------
+# Jitted functions (cached across runs of a sweep)
+
+
+def _loss_and_accuracy(graphdef, params, tokens_BxT1, key):
+    """Mean next-token cross-entropy and accuracy (``GPT2.loss``: chunked output head)."""
+    return nnx.merge(graphdef, params).loss(tokens_BxT1, key=key)
+
+
+def _loss(graphdef, params, tokens, key):
+    return _loss_and_accuracy(graphdef, params, tokens, key)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,13 +250,6 @@ class _StepKey:
     total_steps: int
     dropout: bool
     mesh: Any
-
-
-_TRACES = {"train_step": 0}
-
-
-def _loss_only(graphdef, params, tokens, key):
-    return _cross_entropy(graphdef, params, tokens, key)[0]
 
 
 @functools.lru_cache(maxsize=8)
@@ -201,14 +263,14 @@ def _model_fns(config: GPT2Config, graphdef, param_sh_leaves, param_treedef):
 
     def evaluate(params, batches_ExBxT1):
         def body(_, tokens):
-            return None, _cross_entropy(graphdef, params, tokens, None)
+            return None, _loss_and_accuracy(graphdef, params, tokens, None)
 
         _, (losses, accs) = jax.lax.scan(body, None, batches_ExBxT1)
         return jnp.mean(losses), jnp.mean(accs)
 
     def noise(params, batches_KxBxT1):
         def grads_of(tokens, p):
-            return jax.grad(_loss_only, argnums=1)(graphdef, p, tokens, None)
+            return jax.grad(_loss, argnums=1)(graphdef, p, tokens, None)
 
         return welford_variance(grads_of, batches_KxBxT1, params)[1]
 
@@ -221,16 +283,21 @@ def _model_fns(config: GPT2Config, graphdef, param_sh_leaves, param_treedef):
 
 @functools.lru_cache(maxsize=16)
 def _optim_fns(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_treedef):
-    """Jitted optimiser init and train step, cached so runs that differ only in the learning
-    rate or the seed (sweeps) reuse one compilation: both are traced arguments."""
+    """Jitted optimiser init and train step. The optimiser is built once, as a function of the
+    traced peak learning rate, and serves both; the cache key holds the optimiser config with
+    ``lr=0``, so runs that differ only in the learning rate or the seed share one compilation."""
     graphdef, ocfg = k.graphdef, k.optim
     param_sh = jax.tree.unflatten(param_treedef, param_sh_leaves)
     opt_sh = jax.tree.unflatten(opt_treedef, opt_sh_leaves)
     rep = NamedSharding(k.mesh, P())
-    grad_fn = jax.value_and_grad(functools.partial(_loss_only, graphdef))
+    grad_fn = jax.value_and_grad(functools.partial(_loss, graphdef))
+    tx_of = functools.partial(build_optimizer, ocfg, k.total_steps)
+    sched_of = functools.partial(
+        lr_schedule, ocfg.schedule, total_steps=k.total_steps,
+        warmup_frac=ocfg.warmup_frac, decay_frac=ocfg.decay_frac,
+    )  # fmt: skip
 
     def train_step(params, opt_state, batch_AxBxT1, step, lr, dropout_key):
-        _TRACES["train_step"] += 1
         n_acc = batch_AxBxT1.shape[0]
         step_key = jax.random.fold_in(dropout_key, step) if k.dropout else None
 
@@ -245,18 +312,16 @@ def _optim_fns(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_t
             micro, (jnp.float32(0.0), zeros), (batch_AxBxT1, jnp.arange(n_acc))
         )
         grads = jax.tree.map(lambda g: g / n_acc, g_sum)
-        tx = build_optimizer(ocfg, k.total_steps, lr)
-        updates, opt_state = tx.update(grads, opt_state, params)
+        updates, opt_state = tx_of(lr).update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        sched = lr_schedule(ocfg.schedule, lr, k.total_steps, ocfg.warmup_frac, ocfg.decay_frac)
         metrics = {
             "loss": loss_sum / n_acc,
             "grad_norm": optax.tree.norm(grads),
-            "lr": sched(step),
+            "lr": sched_of(lr)(step),
         }
         return params, opt_state, metrics
 
-    opt_init = jax.jit(build_optimizer(ocfg, k.total_steps).init, out_shardings=opt_sh)
+    opt_init = jax.jit(lambda params, lr: tx_of(lr).init(params), out_shardings=opt_sh)
     step_jit = jax.jit(
         train_step,
         donate_argnums=(0, 1),
@@ -265,12 +330,21 @@ def _optim_fns(k: _StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_t
     return opt_init, step_jit
 
 
-def _global_batch(loader: BatchLoader, steps: list[int], mesh, n_rows: int) -> jax.Array:
-    """Stack the batches of loader steps ``steps`` into a ``(len(steps), n_rows, T+1)`` global
-    array sharded over ``data`` on axis 1 (each process supplies its rows)."""
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def _assemble(local: np.ndarray, mesh, shape) -> jax.Array:
+    sharding = NamedSharding(mesh, P(None, "data", None))
+    return jax.make_array_from_process_local_data(sharding, local, shape)
+
+
+def _stacked_batches(loader: BatchLoader, steps: list[int], mesh) -> jax.Array:
+    """The batches of loader steps ``steps`` as one ``(len(steps), batch, T+1)`` global array
+    sharded over ``data`` on axis 1 (each process supplies its rows)."""
     pid, pcount = jax.process_index(), jax.process_count()
     local = np.stack([loader.local_batch(s, pid, pcount) for s in steps])
-    return _assemble(local, mesh, (len(steps), n_rows, loader.seq_len + 1))
+    return _assemble(local, mesh, (len(steps), loader.batch_size, loader.seq_len + 1))
 
 
 def _train_batch(loader: BatchLoader, step: int, grad_accum: int, mesh) -> jax.Array:
@@ -286,17 +360,12 @@ def _train_batch(loader: BatchLoader, step: int, grad_accum: int, mesh) -> jax.A
     return _assemble(np.stack(parts), mesh, (grad_accum, micro, loader.seq_len + 1))
 
 
-def _assemble(local: np.ndarray, mesh, shape) -> jax.Array:
-    sharding = NamedSharding(mesh, P(None, "data", None))
-    return jax.make_array_from_process_local_data(sharding, local, shape)
-
-
 def _default_offline_dir(max_bytes: int) -> Path:
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "geomopt" / f"offline_stdlib_{max_bytes}"
 
 
-def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
+def _token_data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
     vocab = cfg.model.vocab_size
     if cfg.data.source == "offline":
         if vocab < 256:
@@ -312,254 +381,589 @@ def _data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
     return TokenData(cfg.data.train, **kw), TokenData(cfg.data.val, **kw)
 
 
-def _check(cfg: TrainConfig, n_dev: int) -> None:
+def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
+    """Raise ``ValueError`` naming the first bad field (device divisibility too when
+    ``n_devices`` is given). Imports nothing heavy; the experiment's ``validate`` calls it."""
+
     def need(cond, msg):
         if not cond:
             raise ValueError(msg)
 
-    need(cfg.steps >= 1, f"steps={cfg.steps}: expected >= 1")
-    need(cfg.grad_accum >= 1, f"grad_accum={cfg.grad_accum}: expected >= 1")
+    for name in ("steps", "grad_accum", "batch_size", "log_every", "ckpt_keep", "noise_samples"):
+        v = getattr(cfg, name)
+        need(isinstance(v, int) and v >= 1, f"{name}={v!r}: expected an integer >= 1")
+    for name in ("eval_every", "eval_batches", "ckpt_every", "noise_every", "hellaswag_every"):
+        v = getattr(cfg, name)
+        need(isinstance(v, int) and v >= 0, f"{name}={v!r}: expected an integer >= 0")
     need(
         cfg.batch_size % cfg.grad_accum == 0,
         f"batch_size={cfg.batch_size} is not divisible by grad_accum={cfg.grad_accum}",
     )
     need(
-        cfg.micro_batch % n_dev == 0,
-        f"micro-batch {cfg.micro_batch} (batch_size/grad_accum) is not divisible by the "
-        f"{n_dev} devices of the data axis",
-    )
-    need(
         cfg.sequence_length <= cfg.model.context,
         f"seq_len={cfg.sequence_length} exceeds the model context {cfg.model.context}",
     )
+    need(cfg.hellaswag_examples >= 0, f"hellaswag_examples={cfg.hellaswag_examples}: expected >= 0")
+    if cfg.hellaswag:
+        need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
+    if cfg.wandb and not wandb_available():
+        raise ValueError(
+            "wandb=True but the wandb package is not installed (geomopt does not depend on "
+            "it): `uv pip install wandb`, or drop --wandb"
+        )
+    if n_devices is None:
+        return
+    need(
+        cfg.micro_batch % n_devices == 0,
+        f"micro-batch {cfg.micro_batch} (batch_size/grad_accum) is not divisible by the "
+        f"{n_devices} devices of the data axis",
+    )
     for name in ("eval_batch_size", "noise_batch_size"):
         v = getattr(cfg, name) or cfg.micro_batch
-        need(v % n_dev == 0, f"{name}={v} is not divisible by the {n_dev} devices")
-    bad = [s for s in cfg.noise_steps if not 0 <= s <= cfg.steps]
-    need(not bad, f"noise_steps {bad} outside [0, steps={cfg.steps}]")
+        need(v % n_devices == 0, f"{name}={v} is not divisible by the {n_devices} devices")
 
 
-def _checkpoint_manager(path: Path, keep: int):
-    import orbax.checkpoint as ocp
-
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, create=True, enable_async_checkpointing=False
-    )
-    return ocp.CheckpointManager(path.resolve(), options=options)
-
-
-def _truncate_metrics(run: Run, last_step: int) -> None:
-    """Drop metric rows after ``last_step`` (written by the interrupted part of a run)."""
-    rows = [r for r in load_metrics(run.path) if r.get("step", 0) <= last_step]
-    text = "".join(json.dumps(r) + "\n" for r in rows)
-    atomic_write_bytes(run.path / METRICS_FILE, text.encode())
+def wandb_available() -> bool:
+    """Whether the optional ``wandb`` package can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("wandb") is not None
+    except ValueError:  # wandb in sys.modules with no spec (e.g. blocked by a test)
+        return False
 
 
-def train(cfg: TrainConfig, *, log=print) -> dict[str, Any]:
-    """Train GPT-2 as configured; returns the summary (also written to the run folder).
+# ---------------------------------------------------------------------------------------------
+# The trainer: everything built once per run
+
+
+@dataclasses.dataclass
+class Trainer:
+    """Data loaders, mesh, shardings and the jitted functions of one run, built once by
+    :meth:`build`; :meth:`init`, :meth:`step`, :meth:`validate` and :meth:`noise` use them."""
+
+    cfg: TrainConfig
+    mesh: Any
+    train_loader: BatchLoader
+    val_batches: jax.Array | None
+    noise_loader: BatchLoader
+    init_fn: Callable
+    opt_init_fn: Callable
+    step_fn: Callable
+    eval_fn: Callable
+    noise_fn: Callable
+    groups: Any
+    flops_per_token: float
+
+    @classmethod
+    def build(cls, cfg: TrainConfig) -> Trainer:
+        mesh = make_mesh(cfg.n_devices)
+        check_train_config(cfg, mesh.shape["data"])
+        train_data, val_data = _token_data(cfg)
+        T = cfg.sequence_length
+        train_loader = BatchLoader(train_data, batch_size=cfg.batch_size, seq_len=T, seed=cfg.seed)
+        eval_bs = cfg.eval_batch_size or cfg.micro_batch
+        noise_bs = cfg.noise_batch_size or cfg.micro_batch
+        noise_loader = BatchLoader(train_data, batch_size=noise_bs, seq_len=T, seed=cfg.seed + 7919)
+        val_batches = None
+        if cfg.eval_batches:
+            val_loader = BatchLoader(val_data, batch_size=eval_bs, seq_len=T, seed=10_007)
+            val_batches = _stacked_batches(val_loader, list(range(cfg.eval_batches)), mesh)
+
+        graphdef, abstract_params = nnx.split(
+            nnx.eval_shape(lambda: GPT2(cfg.model, rngs=nnx.Rngs(params=0))), nnx.Param
+        )
+        param_sh = _state_shardings(abstract_params, mesh, cfg.fsdp)
+        abstract_opt = jax.eval_shape(build_optimizer(cfg.optim, cfg.steps).init, abstract_params)
+        opt_sh = _state_shardings(abstract_opt, mesh, cfg.fsdp)
+        p_leaves, p_def = jax.tree.flatten(param_sh)
+        o_leaves, o_def = jax.tree.flatten(opt_sh)
+        key = _StepKey(
+            graphdef,
+            dataclasses.replace(cfg.optim, lr=0.0),
+            cfg.steps,
+            cfg.model.dropout > 0,
+            mesh,
+        )
+        init_fn, eval_fn, noise_fn = _model_fns(cfg.model, graphdef, tuple(p_leaves), p_def)
+        opt_init, step_fn = _optim_fns(key, tuple(p_leaves), p_def, tuple(o_leaves), o_def)
+        return cls(
+            cfg=cfg,
+            mesh=mesh,
+            train_loader=train_loader,
+            val_batches=val_batches,
+            noise_loader=noise_loader,
+            init_fn=init_fn,
+            opt_init_fn=opt_init,
+            step_fn=step_fn,
+            eval_fn=eval_fn,
+            noise_fn=noise_fn,
+            groups=noise_groups(abstract_params),
+            flops_per_token=flops_per_token(cfg.model, T),
+        )
+
+    @property
+    def n_devices(self) -> int:
+        return self.mesh.shape["data"]
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.cfg.batch_size * self.cfg.sequence_length
+
+    def init(self) -> tuple[Any, Any]:
+        """Initial ``(params, opt_state)`` from the seed."""
+        params = self.init_fn(jax.random.key(self.cfg.seed))
+        return params, self.opt_init_fn(params, jnp.float32(self.cfg.optim.lr))
+
+    def step(self, params, opt_state, step: int):
+        """One optimiser step (asynchronous: the metrics are device arrays)."""
+        batch = _train_batch(self.train_loader, step, self.cfg.grad_accum, self.mesh)
+        return self.step_fn(
+            params,
+            opt_state,
+            batch,
+            jnp.int32(step),
+            jnp.float32(self.cfg.optim.lr),
+            jax.random.key(self.cfg.seed + 1),
+        )
+
+    def validate(self, params) -> dict[str, float]:
+        """Mean loss and next-token accuracy over the fixed validation batches."""
+        if self.val_batches is None:
+            return {}
+        loss, acc = jax.device_get(self.eval_fn(params, self.val_batches))
+        return {"val_loss": float(loss), "val_acc": float(acc)}
+
+    def noise(self, params, step: int) -> dict[str, float]:
+        """Noise density phi (overall and per group) from ``noise_samples`` mini-batch
+        gradients at ``params``; the mini-batches are a function of ``(seed, step)``."""
+        n = self.cfg.noise_samples
+        ids = [step * n + j for j in range(n)]
+        var = self.noise_fn(params, _stacked_batches(self.noise_loader, ids, self.mesh))
+        return noise_density(var, self.groups)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints (multi-host safe)
+
+
+def _barrier(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def _allgather_int(value: int) -> np.ndarray:
+    if jax.process_count() == 1:
+        return np.array([value])
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(np.int64(value))).reshape(-1)
+
+
+def clear_checkpoint_dir(
+    path: Path,
+    *,
+    process_index: Callable[[], int] = jax.process_index,
+    barrier: Callable[[str], None] = _barrier,
+) -> None:
+    """Delete a stale checkpoint folder on a fresh start: every host waits at a barrier, only
+    process 0 deletes, and every host waits again before anyone writes into it."""
+    barrier("geomopt_ckpt_clear_start")
+    if process_index() == 0 and Path(path).exists():
+        shutil.rmtree(path)
+    barrier("geomopt_ckpt_clear_done")
+
+
+def check_restored_step(step: int, *, allgather: Callable[[int], Any] = _allgather_int) -> None:
+    """Raise ``RuntimeError`` unless every host restored checkpoint ``step``."""
+    steps = np.asarray(allgather(int(step))).reshape(-1)
+    if (steps != step).any():
+        raise RuntimeError(
+            f"hosts restored different checkpoint steps {steps.tolist()} (this host: {step}); "
+            "every host must see the same checkpoint folder (a shared file system)"
+        )
+
+
+class Checkpoints:
+    """Orbax checkpoints of ``(params, opt_state)`` in ``path``, every ``ckpt_every`` steps.
+
+    Orbax writes into a temporary folder and renames it when complete, so a run killed mid-save
+    keeps its previous checkpoints. On a fresh (not resumed) run a leftover folder is cleared by
+    :func:`clear_checkpoint_dir` (process 0 only, between barriers); on resume every host checks
+    that all restored the same step (:func:`check_restored_step`).
+    """
+
+    def __init__(self, path: Path, keep: int, *, fresh: bool):
+        import orbax.checkpoint as ocp
+
+        self.path = Path(path).resolve()
+        if fresh and self.path.exists():
+            clear_checkpoint_dir(self.path)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, enable_async_checkpointing=False
+        )
+        self.manager = ocp.CheckpointManager(self.path, options=options)
+
+    def latest(self) -> int | None:
+        step = self.manager.latest_step()
+        return None if step is None else int(step)
+
+    def save(self, step: int, params, opt_state) -> None:
+        """Write checkpoint ``step``. On one process the arrays are fetched to host first, which
+        avoids compiling a per-device slicing program for every parameter shape."""
+        import orbax.checkpoint as ocp
+
+        state = {"params": jax.tree.leaves(params), "opt_state": jax.tree.leaves(opt_state)}
+        if jax.process_count() == 1:
+            state = jax.device_get(state)
+        self.manager.save(step, args=ocp.args.StandardSave(state))
+        self.manager.wait_until_finished()
+
+    def restore(self, step: int, params, opt_state):
+        """``(params, opt_state)`` of checkpoint ``step``, laid out like the given ones."""
+        import orbax.checkpoint as ocp
+
+        def abstract(tree):
+            return [
+                jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+                for x in jax.tree.leaves(tree)
+            ]
+
+        target = {"params": abstract(params), "opt_state": abstract(opt_state)}
+        restored = self.manager.restore(step, args=ocp.args.StandardRestore(target))
+        check_restored_step(step)
+        return (
+            jax.tree.unflatten(jax.tree.structure(params), restored["params"]),
+            jax.tree.unflatten(jax.tree.structure(opt_state), restored["opt_state"]),
+        )
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Metric sinks: metrics.jsonl, TensorBoard, Weights & Biases
+
+
+class MetricSinks:
+    """Where metric rows go: the run's ``metrics.jsonl``, TensorBoard event files in
+    ``<run>/tensorboard[/<tag>]`` (``tensorboardX``), and Weights & Biases when enabled (the
+    ``wandb`` package is imported only then). Only process 0 writes; ``tag`` (a dict) is added
+    to every row, and its values name the TensorBoard subfolder and W&B prefix."""
+
+    def __init__(self, run, cfg: TrainConfig, *, tag: Mapping[str, Any] | None = None):
+        self.run = run
+        self.tag = dict(tag or {})
+        self.main = jax.process_index() == 0
+        self.prefix = "_".join(f"{v}" for v in self.tag.values())
+        self.tb = None
+        self.wandb = None
+        if not self.main:
+            return
+        if cfg.tensorboard:
+            from tensorboardX import SummaryWriter
+
+            logdir = run.path / "tensorboard"
+            self.tb = SummaryWriter(str(logdir / self.prefix if self.prefix else logdir))
+        if cfg.wandb:
+            try:
+                import wandb
+            except ImportError as e:
+                raise ValueError(
+                    "wandb=True but the wandb package is not installed (geomopt does not "
+                    "depend on it): `uv pip install wandb`, or drop --wandb"
+                ) from e
+            self.wandb = wandb.init(
+                project=cfg.wandb_project,
+                name=f"{run.path.name}{'-' + self.prefix if self.prefix else ''}",
+                dir=str(run.path),
+                mode=cfg.wandb_mode,
+                config=json.loads(json.dumps(dataclasses.asdict(cfg), default=str)),
+                resume="allow",
+                id=f"{run.path.name}-{self.prefix}".strip("-").replace("/", "_"),
+            )
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        if not (self.main and rows):
+            return
+        self.run.log_rows([{**r, **self.tag} for r in rows])
+        for r in rows:
+            step = int(r["step"])
+            scalars = {
+                k: float(v)
+                for k, v in r.items()
+                if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
+            if self.tb is not None:
+                for k, v in scalars.items():
+                    self.tb.add_scalar(k, v, step)
+            if self.wandb is not None:
+                self.wandb.log(scalars, step=step)
+        if self.tb is not None:
+            self.tb.flush()
+
+    def text(self, name: str, value: str) -> None:
+        if self.tb is not None:
+            self.tb.add_text(name, value, 0)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def _truncate_metrics(path: Path, last_step: int, tag: Mapping[str, Any]) -> None:
+    """Drop this run's (``tag``) metric rows after ``last_step`` (written by the interrupted
+    part of a run after its last checkpoint); ``last_step < 0`` drops all of them."""
+    rows = load_metrics(path / METRICS_FILE)
+    mine = [all(r.get(k) == v for k, v in tag.items()) for r in rows]
+    keep = [r for r, m in zip(rows, mine, strict=True) if not m or r.get("step", 0) <= last_step]
+    if len(keep) != len(rows):
+        text = "".join(json.dumps(r) + "\n" for r in keep)
+        atomic_write_bytes(path / METRICS_FILE, text.encode())
+
+
+# ---------------------------------------------------------------------------------------------
+# Console
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    h, m = divmod(s, 3600)
+    m, s = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+class _Clock:
+    """Training time only: the first step of a (resumed) run, which compiles, and everything
+    between :meth:`pause` and :meth:`resume` (evaluation, noise, checkpoints) are excluded."""
+
+    def __init__(self):
+        self.t0: float | None = None
+        self.steps = 0
+        self.paused = 0.0
+        self._pause_t: float | None = None
+
+    def start(self) -> None:
+        self.t0, self.steps, self.paused = time.perf_counter(), 0, 0.0
+
+    def pause(self) -> None:
+        self._pause_t = time.perf_counter()
+
+    def resume(self) -> None:
+        if self._pause_t is not None:
+            self.paused += time.perf_counter() - self._pause_t
+            self._pause_t = None
+
+    def window(self) -> tuple[int, float]:
+        """``(steps, seconds)`` since the last window, then start a new one."""
+        steps, secs = self.steps, time.perf_counter() - self.t0 - self.paused
+        self.start()
+        return steps, secs
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+def train(
+    cfg: TrainConfig,
+    run,
+    *,
+    tag: Mapping[str, Any] | None = None,
+    checkpoints: bool = True,
+    hellaswag: Callable[[Any, Any], dict[str, float]] | None = None,
+) -> dict[str, float]:
+    """Train GPT-2 as configured, logging into ``run`` (a :class:`geomopt.experiment.Run`).
+
+    Resumes from the newest checkpoint in ``<run>/checkpoints`` when ``run.resumed``.
+    ``tag`` is added to every metric row (sweeps: several runs in one folder, no checkpoints
+    with ``checkpoints=False``). ``hellaswag(trainer, params) -> {name: number}`` scores
+    HellaSwag when ``cfg.hellaswag`` is set. Returns the headline numbers.
 
     Raises:
         NonFiniteLossError: a step produced a non-finite loss or gradient norm; the newest
             checkpoint on disk is the last one with finite loss.
     """
-    import orbax.checkpoint as ocp
-
-    mesh = make_mesh(cfg.n_devices)
-    n_dev = mesh.shape["data"]
-    _check(cfg, n_dev)
-    train_data, val_data = _data(cfg)
-    T = cfg.sequence_length
-    train_loader = BatchLoader(train_data, batch_size=cfg.batch_size, seq_len=T, seed=cfg.seed)
-    eval_bs = cfg.eval_batch_size or cfg.micro_batch
-    val_loader = BatchLoader(val_data, batch_size=eval_bs, seq_len=T, seed=10_007)
-    noise_bs = cfg.noise_batch_size or cfg.micro_batch
-    noise_loader = BatchLoader(train_data, batch_size=noise_bs, seq_len=T, seed=cfg.seed + 7919)
-
-    # On several hosts only process 0 writes the run folder (metrics, summary); all of them
-    # take part in the (collective) orbax saves and restores into the same, shared folder.
+    tag = dict(tag or {})
+    trainer = Trainer.build(cfg)
     main = jax.process_index() == 0
-    if main:
-        run = Run.create(
-            cfg.experiment,
-            cfg.run_name,
-            cfg,
-            root=cfg.root,
-            overwrite=cfg.overwrite,
-            resume=cfg.resume,
-        )
-    else:
-        run = Run(Path(cfg.root) / cfg.experiment / cfg.run_name)
-    ckpt_dir = run.path / "checkpoints"
-    if main and not cfg.resume and ckpt_dir.exists():
-        shutil.rmtree(ckpt_dir)
-
-    graphdef, abstract_params = nnx.split(
-        nnx.eval_shape(lambda: GPT2(cfg.model, rngs=nnx.Rngs(params=0))), nnx.Param
+    say = run.print if main else (lambda _msg: None)
+    peak, peak_source = device_peak_flops(cfg.peak_flops)
+    label = " ".join(f"{v}" for v in tag.values())
+    say(
+        f"{label + ': ' if label else ''}{cfg.optim.algorithm} lr {cfg.optim.lr:g}, "
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length} tokens on "
+        f"{trainer.n_devices} device(s); MFU relative to {_si(peak)}FLOP/s per device "
+        f"({peak_source})"
     )
-    param_sh = _state_shardings(abstract_params, mesh, cfg.fsdp)
-    tx0 = build_optimizer(cfg.optim, cfg.steps)
-    opt_sh = _state_shardings(jax.eval_shape(tx0.init, abstract_params), mesh, cfg.fsdp)
-
-    key = _StepKey(
-        graphdef, dataclasses.replace(cfg.optim, lr=0.0), cfg.steps, cfg.model.dropout > 0, mesh
-    )
-    p_leaves, p_def = jax.tree.flatten(param_sh)
-    o_leaves, o_def = jax.tree.flatten(opt_sh)
-    init_fn, eval_fn, noise_fn = _model_fns(cfg.model, graphdef, tuple(p_leaves), p_def)
-    opt_init, step_fn = _optim_fns(key, tuple(p_leaves), p_def, tuple(o_leaves), o_def)
-    params = init_fn(jax.random.key(cfg.seed))
-    opt_state = opt_init(params)
-    dropout_key = jax.random.key(cfg.seed + 1)
-    lr = jnp.float32(cfg.optim.lr)
-
-    mngr = _checkpoint_manager(ckpt_dir, cfg.ckpt_keep)
+    run.details.setdefault("peak_flops", {})[label or "run"] = {
+        "flops": peak,
+        "source": peak_source,
+    }
+    sinks = MetricSinks(run, cfg, tag=tag)
+    sinks.text("peak_flops", f"{peak:.4g} FLOP/s per device: {peak_source}")
+    store = None
+    if checkpoints:
+        store = Checkpoints(run.path / "checkpoints", cfg.ckpt_keep, fresh=not run.resumed)
+    params, opt_state = trainer.init()
     start = 0
+    summary: dict[str, float] = {}
     try:
-        if cfg.resume and mngr.latest_step() is not None:
-            start = int(mngr.latest_step())
-            abstract = {
-                "params": [
-                    jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-                    for x in jax.tree.leaves(params)
-                ],
-                "opt_state": [
-                    jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-                    for x in jax.tree.leaves(opt_state)
-                ],
-            }
-            restored = mngr.restore(start, args=ocp.args.StandardRestore(abstract))
-            params = jax.tree.unflatten(p_def, restored["params"])
-            opt_state = jax.tree.unflatten(o_def, restored["opt_state"])
+        if run.resumed:
+            latest = store.latest() if store is not None else None
+            if latest is not None:
+                params, opt_state = store.restore(latest, params, opt_state)
+                start = latest
+                say(f"resumed {run.path} from the checkpoint of step {start}")
+            else:
+                say(f"no checkpoint in {run.path}; starting from step 0")
             if main:
-                _truncate_metrics(run, start)
-            log(f"[pretrain] resumed {run.path} from step {start}")
-
-        val_batches = None
-        if cfg.eval_batches:
-            val_batches = _global_batch(val_loader, list(range(cfg.eval_batches)), mesh, eval_bs)
-        flops_tok = flops_per_token(cfg.model, T)
-        peak = cfg.peak_flops or peak_flops_per_device()
-        tokens_per_step = cfg.batch_size * T
-        groups = noise_groups(params)
-        rows: list[dict] = []
-        summary: dict[str, Any] = {}
-
-        def validate(step):
-            if val_batches is None:
-                return
-            vl, va = jax.device_get(eval_fn(params, val_batches))
-            row = {"step": step, "tokens": step * tokens_per_step}
-            row.update(val_loss=float(vl), val_acc=float(va))
-            rows.append(row)
-            summary.update(final_val_loss=float(vl), final_val_acc=float(va))
-
-        def measure_noise(step):
-            ids = [step * cfg.noise_samples + j for j in range(cfg.noise_samples)]
-            var = noise_fn(params, _global_batch(noise_loader, ids, mesh, noise_bs))
-            phis = noise_density(var, groups)
-            rows.append({"step": step, "tokens": step * tokens_per_step, **phis})
-
-        def flush():
-            if rows and main:
-                run.log_rows(rows)
-            rows.clear()
-
-        if start == 0 and 0 in cfg.noise_steps:
-            measure_noise(0)
-        if start == 0 and cfg.eval_every:
-            validate(0)
-        flush()
-
-        progress = Progress(cfg.steps - start, run.path.name, enabled=cfg.progress and main)
-        pending = None
-        t_last, s_last = time.perf_counter(), start
-        step_times: list[float] = []
-
-        def settle(step, metrics):
-            """Fetch a finished step's metrics, check them, queue its row."""
-            m = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            row = {"step": step, "tokens": step * tokens_per_step, **m}
-            rows.append(row)
-            summary["final_train_loss"] = m["loss"]
-            if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
-                flush()
-                good = mngr.latest_step()
-                where = f"step {good} in {ckpt_dir}" if good is not None else "none written"
-                raise NonFiniteLossError(
-                    f"non-finite loss {m['loss']} (grad norm {m['grad_norm']}) at step {step}; "
-                    f"training stopped. Last good checkpoint: {where}"
-                )
-
-        for step in range(start, cfg.steps):
-            batch = _train_batch(train_loader, step, cfg.grad_accum, mesh)
-            params, opt_state, metrics = step_fn(
-                params, opt_state, batch, jnp.int32(step), lr, dropout_key
-            )
-            done = step + 1
-            if pending is not None:
-                settle(*pending)
-            pending = (done, metrics)
-            progress.update(done - start, {"loss": metrics["loss"]})
-
-            is_last = done == cfg.steps
-            do_eval = is_last or (cfg.eval_every and done % cfg.eval_every == 0)
-            do_ckpt = is_last or (cfg.ckpt_every and done % cfg.ckpt_every == 0)
-            do_log = is_last or done % cfg.log_every == 0
-            halt = cfg.halt_at_step and done == cfg.halt_at_step
-            if do_eval or do_ckpt or do_log or halt or done in cfg.noise_steps:
-                settle(*pending)
-                pending = None
-            if do_log:
-                now = time.perf_counter()
-                dt = (now - t_last) / (done - s_last)
-                if s_last > start or done - s_last > 1:
-                    step_times.append(dt)
-                tps = tokens_per_step / dt
-                rows[-1].update(
-                    step_time=dt, tokens_per_s=tps, mfu=flops_tok * tps / (peak * n_dev)
-                )
-                t_last, s_last = now, done
-            if do_eval:
-                validate(done)
-            if done in cfg.noise_steps:
-                measure_noise(done)
-            if do_ckpt:
-                flush()
-                _save(mngr, done, params, opt_state)
-            if do_log or do_eval:
-                flush()
-            if halt:
-                flush()
-                progress.close()
-                return {"halted_at": done, **summary}
-        flush()
-        progress.close()
+                _truncate_metrics(run.path, start if latest is not None else -1, tag)
+        summary = _loop(
+            trainer, params, opt_state, start, run, sinks, store, say, peak, hellaswag, label
+        )
     finally:
-        mngr.close()
-
-    summary.update(
-        steps=cfg.steps,
-        tokens=cfg.steps * tokens_per_step,
-        median_step_time=float(np.median(step_times)) if step_times else math.nan,
-        params=int(sum(x.size for x in jax.tree.leaves(params))),
-        flops_per_token=flops_tok,
-        devices=n_dev,
-        train_step_compilations=step_fn._cache_size(),
-    )
-    if main:
-        run.finish(summary)
+        sinks.close()
+        if store is not None:
+            store.close()
     return summary
 
 
-def _save(mngr, step: int, params, opt_state) -> None:
-    """Write checkpoint ``step`` (orbax writes into a temporary folder and renames it when
-    complete, so an interrupted save leaves the previous checkpoints intact and usable).
-    On one process the arrays are fetched to host first, which avoids compiling a per-device
-    slicing program for every parameter shape."""
-    import orbax.checkpoint as ocp
+def _loop(trainer, params, opt_state, start, run, sinks, store, say, peak, hellaswag, label):
+    cfg = trainer.cfg
+    tps_step = trainer.tokens_per_step
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, float] = {}
+    clock = _Clock()
+    rates: list[float] = []
 
-    state = {"params": jax.tree.leaves(params), "opt_state": jax.tree.leaves(opt_state)}
-    if jax.process_count() == 1:
-        state = jax.device_get(state)
-    mngr.save(step, args=ocp.args.StandardSave(state))
-    mngr.wait_until_finished()
+    def row(step: int, **values) -> dict[str, Any]:
+        r = {"step": step, "tokens": step * tps_step, **values}
+        rows.append(r)
+        return r
+
+    def evaluate(step: int, *, val: bool, noise: bool, hs: bool) -> None:
+        clock.pause()
+        parts = []
+        if val:
+            v = trainer.validate(params)
+            if v:
+                row(step, **v)
+                summary.update(final_val_loss=v["val_loss"], final_val_acc=v["val_acc"])
+                parts.append(f"val loss {v['val_loss']:.4f} acc {v['val_acc']:.3f}")
+        if hs and hellaswag is not None:
+            h = hellaswag(trainer, params)
+            row(step, **h)
+            summary.update({f"final_{k}": v for k, v in h.items()})
+            parts.append(" ".join(f"{k} {v:.4f}" for k, v in h.items()))
+        if noise:
+            phis = trainer.noise(params, step)
+            row(step, **phis)
+            summary["final_phi"] = phis["phi"]
+            parts.append(f"phi {phis['phi']:.4f}")
+        if parts:
+            say(f"step {step:>6} | " + " | ".join(parts))
+        sinks.write(rows)
+        rows.clear()
+        clock.resume()
+
+    def due(every: int, step: int) -> bool:
+        return bool(every) and step % every == 0
+
+    hs_every = cfg.hellaswag_every or cfg.eval_every
+    if start == 0:
+        evaluate(
+            0,
+            val=bool(cfg.eval_every),
+            noise=bool(cfg.noise_every),
+            hs=bool(cfg.hellaswag and hs_every),
+        )
+
+    def settle(step, metrics):
+        """Fetch a finished step's metrics, check them, queue its row."""
+        m = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        r = row(step, **m)
+        summary["final_train_loss"] = m["loss"]
+        if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
+            sinks.write(rows)
+            rows.clear()
+            good = store.latest() if store is not None else None
+            where = f"step {good} in {store.path}" if good is not None else "none written"
+            raise NonFiniteLossError(
+                f"non-finite loss {m['loss']} (grad norm {m['grad_norm']}) at step {step}; "
+                f"training stopped. Last good checkpoint: {where}"
+            )
+        return r
+
+    desc = f"{label + ', ' if label else ''}steps {start}->{cfg.steps}"
+    bar = run.progress(total=cfg.steps - start, desc=desc, unit="step")
+    pending = None
+    try:
+        for step in range(start, cfg.steps):
+            params, opt_state, metrics = trainer.step(params, opt_state, step)
+            done = step + 1
+            if clock.t0 is None:  # the first step compiles: start timing after it
+                jax.block_until_ready(metrics)
+                clock.start()
+            else:
+                clock.steps += 1
+            if pending is not None:
+                settle(*pending)
+            pending = (done, metrics)
+            bar.update(1)
+
+            is_last = done == cfg.steps
+            do_val = is_last or due(cfg.eval_every, done)
+            do_hs = bool(cfg.hellaswag) and (is_last or due(hs_every, done))
+            do_noise = due(cfg.noise_every, done)
+            do_ckpt = store is not None and (is_last or due(cfg.ckpt_every, done))
+            do_log = is_last or due(cfg.log_every, done)
+            if not (do_val or do_hs or do_noise or do_ckpt or do_log):
+                continue
+            last = settle(*pending)
+            pending = None
+            if do_log:
+                n, secs = clock.window()
+                line = f"step {done:>6}/{cfg.steps} | loss {last['loss']:.4f} | lr {last['lr']:.3g}"
+                if n > 0 and secs > 0:
+                    tps = n * tps_step / secs
+                    mfu = trainer.flops_per_token * tps / (peak * trainer.n_devices)
+                    last.update(step_time=secs / n, tokens_per_s=tps, mfu=mfu)
+                    rates.append(tps)
+                    eta = (cfg.steps - done) * secs / n
+                    line += f" | {_si(tps)} tok/s | MFU {100 * mfu:.1f}% | ETA {_duration(eta)}"
+                say(line)
+            sinks.write(rows)
+            rows.clear()
+            if do_val or do_hs or do_noise:
+                evaluate(done, val=do_val, noise=do_noise, hs=do_hs)
+            if do_ckpt:
+                clock.pause()
+                store.save(done, params, opt_state)
+                clock.resume()
+        if pending is not None:
+            settle(*pending)
+        sinks.write(rows)
+    finally:
+        bar.close()
+
+    tokens_per_s = float(np.median(rates)) if rates else math.nan
+    summary.update(
+        steps=cfg.steps,
+        tokens=cfg.steps * tps_step,
+        tokens_per_s=tokens_per_s,
+        mfu=trainer.flops_per_token * tokens_per_s / (peak * trainer.n_devices),
+        params=int(sum(x.size for x in jax.tree.leaves(params))),
+    )
+    return summary

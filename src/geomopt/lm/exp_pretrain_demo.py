@@ -1,0 +1,235 @@
+"""``signsgd/pretrain_demo``: the CPU demo of the SignSGD paper's GPT-2 comparison.
+
+A small byte-level GPT on the offline corpus (the Python standard library's sources) trained
+with SGD, SignSGD, Signum, AdamW and Muon for the same batches and tokens, each at its step
+size(s), with the gradient-noise density phi measured along the SGD and SignSGD runs.
+
+    uv run experiments/signsgd/pretrain_demo.py [smoke|quick|paper]
+
+``quick`` (~2 min on 2 CPU cores): 2 layers, width 128, context 64, 60 steps of 16 sequences,
+one step size per optimiser. ``paper`` (the ``cpu-demo`` model, hours on 2 cores): 4 layers,
+width 256, context 256, 400 steps, three step sizes per optimiser, phi for every run. Runs that
+differ only in the step size reuse one compiled train step. Module-level imports are light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, OptimName, TrainConfig, presets
+
+__all__ = ["DemoConfig", "EXPERIMENT", "run", "plot", "validate", "train_configs"]
+
+OPTIMIZERS: tuple[OptimName, ...] = ("sgd", "sign_sgd", "signum", "adamw", "muon")
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """One small GPT trained with several optimisers on the same batches.
+
+    Every optimiser uses the one-cycle schedule and clipping at 1.0; SGD has momentum 0.9,
+    Muon Nesterov momentum 0.95 with AdamW 3e-3 on embeddings and gains; no weight decay.
+    """
+
+    model: GPT2Config = presets["demo-quick"]
+    """Model shape (byte-level: vocabulary 256)."""
+    data: DataConfig = DataConfig(offline_bytes=4_000_000)
+    """Token source (the offline byte-level corpus by default)."""
+    optimizers: tuple[OptimName, ...] = OPTIMIZERS
+    """Optimisers, in order."""
+    lrs: tuple[float, ...] = (0.1, 1e-3, 1e-3, 1e-3, 0.03)
+    """Peak step size of each optimiser (same order): the best of a two-point sweep at 100
+    steps ({0.1, 0.3}, {3e-4, 1e-3}, {3e-4, 1e-3}, {1e-3, 3e-3}, {0.01, 0.03})."""
+    lr_factors: tuple[float, ...] = (1.0,)
+    """Each optimiser runs at lr x each factor (a step-size sweep; the best is drawn bold)."""
+    noise_optimizers: tuple[OptimName, ...] = ("sgd", "sign_sgd")
+    """Optimisers whose runs measure phi (every noise_every steps)."""
+    batch_size: int = 16
+    """Sequences per step."""
+    steps: int = 60
+    """Optimiser steps of every run."""
+    eval_every: int = 15
+    """Validate every this many steps (and at step 0 and the end)."""
+    eval_batches: int = 4
+    """Fixed validation batches."""
+    log_every: int = 15
+    """Console line and throughput every this many steps."""
+    noise_every: int = 30
+    """Measure phi at step 0 and every this many steps (0: never)."""
+    noise_samples: int = 8
+    """Mini-batch gradients per phi measurement."""
+    noise_batch_size: int = 8
+    """Sequences per phi mini-batch."""
+    seed: int = 0
+    """Seed of the initial parameters and the batches (shared by all runs)."""
+
+
+def _optim(name: str, lr: float) -> OptimConfig:
+    if name == "muon":
+        return OptimConfig(algorithm="muon", lr=lr, momentum=0.95, nesterov=True, adam_lr=3e-3)
+    if name == "sgd":
+        return OptimConfig(algorithm="sgd", lr=lr, momentum=0.9)
+    return OptimConfig(algorithm=name, lr=lr)
+
+
+def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
+    """One :class:`TrainConfig` per (optimiser, step size), in sweep order."""
+    base = TrainConfig(
+        model=cfg.model,
+        data=cfg.data,
+        batch_size=cfg.batch_size,
+        steps=cfg.steps,
+        seed=cfg.seed,
+        eval_every=cfg.eval_every,
+        eval_batches=cfg.eval_batches,
+        log_every=cfg.log_every,
+        noise_samples=cfg.noise_samples,
+        noise_batch_size=cfg.noise_batch_size,
+        n_devices=1,
+    )
+    out = []
+    for name, lr in zip(cfg.optimizers, cfg.lrs, strict=True):
+        for f in cfg.lr_factors:
+            noise = cfg.noise_every if name in cfg.noise_optimizers else 0
+            out.append(
+                dataclasses.replace(base, optim=_optim(name, float(lr * f)), noise_every=noise)
+            )
+    return out
+
+
+def validate(cfg: DemoConfig) -> None:
+    from geomopt.lm._train import check_train_config
+
+    if len(cfg.optimizers) != len(cfg.lrs):
+        raise ValueError(
+            f"optimizers has {len(cfg.optimizers)} entries and lrs {len(cfg.lrs)}: expected one "
+            "step size per optimiser"
+        )
+    bad = [o for o in (*cfg.optimizers, *cfg.noise_optimizers) if o not in OPTIMIZERS]
+    if bad:
+        raise ValueError(f"optimizers {bad}: expected names from {OPTIMIZERS}")
+    if not cfg.lr_factors or any(not (f > 0 and math.isfinite(f)) for f in cfg.lr_factors):
+        raise ValueError(f"lr_factors={cfg.lr_factors}: expected finite factors > 0")
+    if cfg.model.vocab_size < 256 and cfg.data.source == "offline":
+        raise ValueError(f"model.vocab_size={cfg.model.vocab_size}: the offline corpus needs 256")
+    for tc in train_configs(cfg):
+        check_train_config(tc)
+
+
+def run(cfg: DemoConfig, run: Run) -> dict[str, float]:
+    from geomopt.lm._train import train
+
+    configs = train_configs(cfg)
+    results: dict[str, list[tuple[float, dict]]] = {}
+    for i, tc in enumerate(configs):
+        name, lr = tc.optim.algorithm, tc.optim.lr
+        run.print(f"run {i + 1}/{len(configs)}: {name}, lr {lr:g}")
+        summary = train(tc, run, tag={"optimizer": name, "lr": lr}, checkpoints=False)
+        results.setdefault(name, []).append((lr, summary))
+    headline: dict[str, float] = {}
+    best = {}
+    for name, runs in results.items():
+        lr, s = min(runs, key=lambda r: r[1].get("final_val_loss", math.inf))
+        best[name] = lr
+        headline[f"{name}/final_val_loss"] = s.get("final_val_loss", math.nan)
+        headline[f"{name}/lr"] = lr
+        if "final_phi" in s:
+            headline[f"{name}/final_phi"] = s["final_phi"]
+    run.details["best_lr"] = best
+    return headline
+
+
+def plot(run_dir: Path, out: Path) -> list[Path]:
+    """``lm_demo[_<run>].png``: validation loss vs tokens per optimiser (best step size solid,
+    others dashed and faint) and phi vs step of the runs that measured it (log scale)."""
+    import numpy as np
+
+    from geomopt.plotting import color, figure, save
+    from geomopt.runs import read_run
+
+    record = read_run(run_dir)
+    best = record.details.get("best_lr", {})
+    curves: dict[tuple[str, float], dict[str, list]] = {}
+    for r in record.metrics:
+        if "optimizer" not in r:
+            continue
+        c = curves.setdefault((r["optimizer"], r["lr"]), {"val": [], "phi": []})
+        if "val_loss" in r:
+            c["val"].append((r["tokens"], r["val_loss"]))
+        if "phi" in r:
+            c["phi"].append((r["step"], r["phi"]))
+    fig, axes = figure(2, 1, width=3.8, height=2.9)
+    ax_loss, ax_phi = axes[0, 0], axes[0, 1]
+    phi_steps: set[float] = set()
+    for (name, lr), c in curves.items():
+        is_best = best.get(name) == lr
+        style = dict(color=color(name), alpha=1.0 if is_best else 0.35)
+        style.update(linestyle="-" if is_best else "--")
+        label = f"{name} (lr {lr:g})" if is_best else None
+        if c["val"]:
+            ax_loss.plot(*np.asarray(c["val"]).T, label=label, **style)
+        if c["phi"]:
+            pts = np.asarray(c["phi"])
+            phi_steps.update(pts[:, 0].tolist())
+            ax_phi.plot(*pts.T, marker="o", markersize=3, label=label, **style)
+    ax_loss.set(xlabel="training tokens", ylabel="validation loss (nats/byte)")
+    ax_loss.set_title("small GPT on stdlib bytes")
+    ax_loss.legend(fontsize=7, loc="best")
+    ax_phi.set(xlabel="step", ylabel=r"noise density $\phi$", yscale="log")
+    ax_phi.set_title(r"$\phi = \|\sigma\|_1^2 / (M \|\sigma\|_2^2)$")
+    if phi_steps:
+        ax_phi.set_xticks(sorted(phi_steps))
+        ax_phi.legend(fontsize=7, loc="best")
+    return [save(fig, figure_path(run_dir, out, "lm_demo"))]
+
+
+_PAPER = DemoConfig(
+    model=presets["cpu-demo"],
+    data=DataConfig(offline_bytes=8_000_000),
+    lr_factors=(0.3, 1.0, 3.0),
+    noise_optimizers=OPTIMIZERS,
+    steps=400,
+    eval_every=50,
+    eval_batches=8,
+    log_every=50,
+    noise_every=100,
+    noise_samples=16,
+    noise_batch_size=16,
+)
+
+EXPERIMENT = Experiment(
+    name="signsgd/pretrain_demo",
+    description="small byte-level GPT: SGD / SignSGD / Signum / AdamW / Muon, loss and phi",
+    presets={
+        "smoke": DemoConfig(
+            model=presets["tiny"],
+            data=DataConfig(offline_bytes=1_000_000),
+            optimizers=("sgd", "sign_sgd"),
+            lrs=(0.1, 1e-3),
+            batch_size=4,
+            steps=4,
+            eval_every=2,
+            eval_batches=1,
+            log_every=2,
+            noise_every=4,
+            noise_samples=2,
+            noise_batch_size=2,
+        ),
+        "quick": DemoConfig(),
+        "paper": _PAPER,
+    },
+    notes={
+        "smoke": "tiny GPT, SGD and SignSGD, 4 steps each; seconds",
+        "quick": "2 layers, width 128, ctx 64, 60 steps x 16 seqs, one lr per optimiser",
+        "paper": "the cpu-demo model (4 layers, width 256, ctx 256), 400 steps, 3 lrs each, "
+        "phi for every run; hours on 2 cores",
+    },
+    run=run,
+    plot=plot,
+    validate=validate,
+    resumable=False,
+    figures_dir="experiments/signsgd/figures",
+)
