@@ -1,0 +1,42 @@
+"""3-D shapes with known ground truth for latent-space interpolation (GFM issue 14).
+
+- :mod:`._family`: parametric solids (superquadric, torus, capsule, box), SDFs, marching-cubes
+  meshes, surface sampling, and :func:`fit_family` (the closest family member to a cloud).
+- :mod:`._metrics`: the official set-level metrics (FPS, normalisation, Chamfer / Hausdorff /
+  F-score / coverage).
+- :mod:`._model`: point-cloud encoder + SDF decoder (Equinox), its training, and decoding to
+  meshes; the latent EDM denoiser's training.
+- :mod:`._interp`: every interpolation method on latents (GFM, Jacobian, Stein, RBF, LAND,
+  linear, SLERP) with the official noise / denoise pipeline.
+- :mod:`._io`: users' own meshes and point clouds (``.obj`` / ``.off`` / ``.ply`` / ``.npy``).
+"""
+
+import lazy_loader as _lazy
+
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submod_attrs={
+        "_family": [
+            "CLASSES",
+            "PARAM_NAMES",
+            "PARAM_RANGES",
+            "Shape",
+            "fit_family",
+            "grid_points",
+            "mesh_from_grid",
+            "random_shape",
+            "random_shapes",
+            "sample_surface",
+            "sdf",
+            "shape_mesh",
+        ],
+        "_metrics": [
+            "THRESHOLDS",
+            "chamfer_matrix",
+            "farthest_point_sample",
+            "normalize_cloud",
+            "prepare_clouds",
+            "set_metrics",
+        ],
+    },
+)

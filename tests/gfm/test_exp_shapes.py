@@ -1,0 +1,96 @@
+"""gfm/shapes end to end at the smoke preset, and the pieces of its pipeline."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from geomopt.diffusion import DenoiserConfig, EDMDenoiser
+from geomopt.experiment import execute, plot_run
+from geomopt.gfm.exp_shapes import EXPERIMENT, ShapesConfig, validate
+from geomopt.shapes import _interp as itp
+
+
+def test_smoke_run_layout_headline_and_plot(tmp_path):
+    cfg = EXPERIMENT.presets["smoke"]
+    outcome = execute(EXPERIMENT, cfg, preset="smoke", out=tmp_path)
+    run_dir = outcome.path
+    assert run_dir == tmp_path / "gfm" / "shapes" / "smoke"
+    for f in ("config.json", "metrics.jsonl", "summary.json", "paths.npz", "strips.npz"):
+        assert (run_dir / f).exists(), f
+    headline = json.loads((run_dir / "summary.json").read_text())["headline"]
+    for m in cfg.methods:
+        for k in ("CD", "HD", "F@0.1", "COV", "family_dist"):
+            assert f"{m}/{k}" in headline
+        assert 0 <= headline[f"{m}/COV"] <= 1
+        assert 0 <= headline[f"{m}/F@0.1"] <= 1
+    with np.load(run_dir / "paths.npz") as f:
+        assert f["gfm"].shape == (cfg.n_pairs, cfg.n_points, cfg.latent_dim)
+    figs = plot_run(EXPERIMENT, run_dir, tmp_path / "figs")
+    assert sorted(p.name for p in figs) == ["shapes_metrics_smoke.png", "shapes_strips_smoke.png"]
+    # the second run reuses the cached models
+    assert list((tmp_path / "_cache" / "shape_models").iterdir())
+
+
+def test_validate_names_the_bad_field():
+    with pytest.raises(ValueError, match="eval_steps"):
+        validate(ShapesConfig(eval_steps=(0, 3)))
+    with pytest.raises(ValueError, match="methods"):
+        validate(ShapesConfig(methods=("gfm", "magic")))
+    with pytest.raises(ValueError, match="residual"):
+        validate(ShapesConfig(residual="torus"))
+
+
+class _Gaussian:
+    """Exact denoiser of N(0, s0^2 I): D(x, sigma) = s0^2 / (s0^2 + sigma^2) x."""
+
+    s0 = 0.5
+
+    def __call__(self, x, sigma):
+        return self.s0**2 / (self.s0**2 + sigma**2) * x
+
+    def score(self, x, sigma):
+        return (self(x, sigma) - x) / sigma**2
+
+
+def test_heun_denoise_follows_the_exact_pf_ode():
+    # For a Gaussian the PF-ODE keeps x / sqrt(s0^2 + sigma^2) constant; the final Euler step
+    # applies D at sigma_min. Heun with many levels is exact to its order.
+    x = jnp.ones((1, 3))
+    out = itp.heun_denoise(_Gaussian(), x, 0.3, num_steps=200)
+    s0, smin = 0.5, 0.002
+    at_min = x * np.sqrt(s0**2 + smin**2) / np.sqrt(s0**2 + 0.3**2)
+    np.testing.assert_allclose(out, at_min * s0**2 / (s0**2 + smin**2), rtol=1e-4)
+
+
+def test_interpolate_all_keeps_endpoints_and_rejects_bad_input(key):
+    den = EDMDenoiser(4, DenoiserConfig(width=8, n_blocks=1, embed_dim=8), key=key)
+    rng = np.random.default_rng(0)
+    x0, x1 = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
+    data = rng.standard_normal((32, 4))
+    out = itp.interpolate_all(x0, x1, denoiser=den, data=data, key=jax.random.key(1), n_points=5,
+                              adam_iters=3, rbf_iters=3, land_iters=3, rbf_centers=4)  # fmt: skip
+    for m in ("linear", "slerp", "rbf", "land"):  # clean endpoints, no denoising
+        np.testing.assert_allclose(out[m]["path"][:, 0], x0, atol=1e-5)
+        np.testing.assert_allclose(out[m]["path"][:, -1], x1, atol=1e-5)
+    # an untrained EDMDenoiser is D = c_skip x: the noised methods all denoise the same noisy
+    # endpoints the same way
+    np.testing.assert_allclose(out["gfm"]["path"][:, 0], out["stein"]["path"][:, 0], rtol=1e-5)
+    with pytest.raises(ValueError, match="non-finite"):
+        itp.interpolate_all(x0 * np.nan, x1, denoiser=den, data=data, key=key, methods=("linear",))
+    with pytest.raises(ValueError, match="expected equal"):
+        itp.interpolate_all(x0[:, :3], x1, denoiser=den, data=data, key=key)
+
+
+def test_batched_slerp_matches_the_single_pair_baseline():
+    from geomopt.gfm import baselines as bl
+
+    rng = np.random.default_rng(3)
+    x0, x1 = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    ours = itp.slerp(x0, x1, 7)
+    for i in range(3):
+        np.testing.assert_allclose(ours[i], bl.spherical(x0[i], x1[i], 7), rtol=1e-5, atol=1e-6)
+    # parallel endpoints: the straight line between them (norms interpolated)
+    np.testing.assert_allclose(itp.slerp(x0[:1], 2 * x0[:1], 3)[0, 1], 1.5 * x0[0], rtol=1e-5)
