@@ -48,8 +48,10 @@ def _check_clouds(x, name):
     x = np.asarray(x)
     if x.ndim != 3:
         raise ValueError(f"{name}: shape {x.shape}; expected (n_clouds, P, d)")
-    if np.isnan(x).any():
-        raise ValueError(f"{name}: contains NaN")
+    if not np.isfinite(x).all():
+        raise ValueError(
+            f"{name}: contains a non-finite value (NaN or inf); expected finite clouds"
+        )
     return x
 
 

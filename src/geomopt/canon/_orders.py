@@ -7,6 +7,22 @@ function here is jittable and vmappable (batch axes are handled directly too).
 Ties: every sort is stable, so points with equal keys keep their input order. Canonical forms
 are therefore permutation invariant only for clouds whose keys are distinct (distinct points for
 ``lex``; distinct grid cells for ``hilbert``/``morton``).
+
+Official conventions (each checked by a test against the official definition): :func:`lex_order`
+is the official lex order (stable sorts by z, then y, then x: x primary); :func:`hilbert_order`
+with its defaults (``bits=12``, ``normalize="global"``) is the official *covering-experiment*
+Hilbert order (``hilbertcurve`` ``HilbertCurve(12, 3)`` on (x, y, z) of ``floor(X * 4095)``
+after subtracting the global minimum and dividing by the global maximum). The official
+*training-time* Hilbert order (axes (z, x, y), ``floor(X * 4096)`` clamped to 4095) is
+``geomopt.canon.official_hilbert_order``. Morton and every order in ``d != 3`` are ours.
+
+Bad input. On concrete arrays, a non-finite coordinate (NaN, +-inf) raises a ``ValueError`` and
+:func:`canonize` rejects an order that is not a permutation. Under ``jit`` values cannot be
+checked eagerly; the contract there is NaN propagation: :func:`canonize` returns NaN in every
+coordinate of a cloud that has a non-finite coordinate or whose order is not a permutation
+(float clouds), and the order functions return some permutation (unspecified) for such a cloud.
+To raise instead, wrap an order with :func:`checked` (``jax.experimental.checkify``):
+``err, perm = jax.jit(checked(hilbert_order))(x); err.throw()``.
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ __all__ = [
     "morton_order",
     "identity_order",
     "canonize",
+    "checked",
     "get_order",
 ]
 
@@ -47,9 +64,33 @@ def _check_cloud(x, name: str) -> Array:
         )
     if not isinstance(x, jax.core.Tracer):
         arr = np.asarray(x)
-        if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():
-            raise ValueError(f"{name}: cloud contains NaN")
+        if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+            bad = arr[~np.isfinite(arr)].flat[0]
+            where = tuple(int(i[0]) for i in np.nonzero(~np.isfinite(arr)))
+            raise ValueError(
+                f"{name}: cloud contains a non-finite coordinate ({bad} at index {where}); "
+                "expected finite values (no NaN or inf)"
+            )
     return jnp.asarray(x)
+
+
+def checked(order_fn: Callable[..., Array]) -> Callable[..., tuple]:
+    """``order_fn`` under ``jax.experimental.checkify``: returns ``(err, perm)``; ``err.throw()``
+    raises if the cloud had a non-finite coordinate. Works under ``jit`` (the eager check of the
+    order functions cannot see traced values)."""
+    from jax.experimental import checkify
+
+    def inner(x, *args, **kwargs):
+        x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            checkify.check(
+                jnp.all(jnp.isfinite(x)),
+                f"{getattr(order_fn, '__name__', 'order')}: cloud contains a non-finite "
+                "coordinate; expected finite values",
+            )
+        return order_fn(x, *args, **kwargs)
+
+    return checkify.checkify(inner)
 
 
 def normalize_cloud(x: Float[Array, "... P d"], normalize: Normalize = "global") -> Array:
@@ -177,9 +218,33 @@ def get_order(name: str) -> Callable[[Array], Array]:
 
 def canonize(x: Float[Array, "... P d"], order: Array | str) -> Float[Array, "... P d"]:
     """Reorder the points of ``x`` by ``order``: a permutation ``(..., P)`` or an order name
-    (computed with its defaults, e.g. Hilbert with 12 bits and global normalisation)."""
+    (computed with its defaults, e.g. Hilbert with 12 bits and global normalisation).
+
+    Raises ``ValueError`` on concrete input with a non-finite coordinate or an ``order`` that is
+    not a permutation of ``0..P-1`` per cloud. Under ``jit`` such a (float) cloud's canonical
+    form is all NaN instead (see the module doc).
+    """
     x = _check_cloud(x, "canonize")
     perm = get_order(order)(x) if isinstance(order, str) else jnp.asarray(order)
     if perm.shape != x.shape[:-1]:
         raise ValueError(f"canonize: order of shape {perm.shape}; expected {x.shape[:-1]}")
-    return jnp.take_along_axis(x, perm[..., None], axis=-2)
+    if not jnp.issubdtype(perm.dtype, jnp.integer):
+        raise ValueError(f"canonize: order of dtype {perm.dtype}; expected integer indices")
+    p = x.shape[-2]
+    traced = isinstance(perm, jax.core.Tracer) or isinstance(x, jax.core.Tracer)
+    if not traced:
+        arr = np.asarray(perm)
+        ok = (np.sort(arr, axis=-1) == np.arange(p)).all(axis=-1)
+        if not np.all(ok):
+            bad = tuple(int(i[0]) for i in np.nonzero(~ok)) if arr.ndim > 1 else ()
+            raise ValueError(
+                f"canonize: order {arr[bad].tolist() if arr.ndim > 1 else arr.tolist()} "
+                f"(cloud {bad}) is not a permutation of 0..{p - 1}"
+            )
+    out = jnp.take_along_axis(x, perm[..., None], axis=-2)
+    if traced and jnp.issubdtype(x.dtype, jnp.floating):
+        iota = jax.lax.broadcasted_iota(perm.dtype, perm.shape, perm.ndim - 1)
+        valid = jnp.all(jnp.sort(perm, axis=-1) == iota, axis=-1)
+        valid = valid & jnp.all(jnp.isfinite(x), axis=(-2, -1))
+        out = jnp.where(valid[..., None, None], out, jnp.asarray(jnp.nan, x.dtype))
+    return out
