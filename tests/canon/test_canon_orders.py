@@ -159,7 +159,7 @@ def test_under_jit_bad_clouds_give_nan_canonical_forms():
 
 
 def test_checked_order_raises_under_jit():
-    from geomopt.canon import checked
+    from geomopt.canon._orders import checked
 
     x = np.random.default_rng(4).random((5, 3)).astype(np.float32)
     err, perm = jax.jit(checked(hilbert_order))(x)
