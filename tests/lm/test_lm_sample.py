@@ -103,3 +103,15 @@ def test_load_model_from_run_checkpoint_and_hf_folder(model, tmp_path):
     np.testing.assert_allclose(np.asarray(hf(tokens)), np.asarray(model(tokens)), atol=1e-4)
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(tmp_path)
+
+
+def test_tiktoken_cache_detection(tmp_path, monkeypatch):
+    from geomopt.lm._sample import tiktoken_gpt2_missing
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    msg = tiktoken_gpt2_missing()
+    assert msg is not None and str(tmp_path) in msg and "TIKTOKEN_CACHE_DIR" in msg
+    for line in msg.splitlines():
+        if "->" in line:
+            (tmp_path / line.split("-> ")[1].rsplit("/", 1)[1]).write_bytes(b"x")
+    assert tiktoken_gpt2_missing() is None

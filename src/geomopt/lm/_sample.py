@@ -206,3 +206,34 @@ def tokenizer_for_model(vocab_size: int):
     from geomopt.lm._hellaswag import tokenizer_for
 
     return tokenizer_for(vocab_size)
+
+
+_TIKTOKEN_GPT2_FILES = (
+    "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
+    "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
+)
+
+
+def tiktoken_gpt2_missing() -> str | None:
+    """``None`` when tiktoken's GPT-2 BPE files are in its local cache (so no download is
+    attempted); otherwise a message saying where tiktoken looks and how to put them there."""
+    import hashlib
+    import tempfile
+
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    cache = cache or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    names = [hashlib.sha1(url.encode()).hexdigest() for url in _TIKTOKEN_GPT2_FILES]
+    missing = [n for n in names if not os.path.exists(os.path.join(cache, n))]
+    if not missing:
+        return None
+    listing = "\n".join(
+        f"  {url}\n    -> {os.path.join(cache, n)}"
+        for url, n in zip(_TIKTOKEN_GPT2_FILES, names, strict=True)
+    )
+    return (
+        f"tiktoken's GPT-2 BPE files are not in its cache {cache} (TIKTOKEN_CACHE_DIR), and "
+        "tiktoken would download them (no network here). To make them available: on a machine "
+        'with network run\n  TIKTOKEN_CACHE_DIR=/some/dir python -c "import tiktoken; '
+        "tiktoken.get_encoding('gpt2')\"\nand copy /some/dir here, then set "
+        "TIKTOKEN_CACHE_DIR to it; or download each file below to the path shown:\n" + listing
+    )

@@ -1,0 +1,64 @@
+"""Score a GPT-2 on HellaSwag from a local jsonl file: a pretraining run folder or a Hugging
+Face GPT-2 folder. A tool, not an experiment (``uv run experiments/signsgd/hellaswag.py --help``).
+
+    uv run experiments/signsgd/hellaswag.py --source ~/gpt2 --data hellaswag_val.jsonl
+    uv run experiments/signsgd/hellaswag.py --source results/signsgd/pretrain/paper \
+        --data hellaswag_val.jsonl --limit 1000
+
+Prints acc (summed log-likelihood), acc_norm (per character, as lm-evaluation-harness) and
+acc_token_norm (per token, as nanoGPT / llm.c). The jsonl is rowanz/hellaswag's
+``hellaswag_val.jsonl`` (not downloaded by this tool). The work happens in
+:mod:`geomopt.lm._hellaswag`.
+"""
+
+import dataclasses
+import json
+import sys
+from typing import Literal
+
+import tyro
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    source: str
+    """A pretraining run folder (newest checkpoint) or an HF GPT-2 folder."""
+    data: str
+    """HellaSwag jsonl file (public format: ctx, endings, label, ...)."""
+    limit: int = 0
+    """Score only the first this many examples (0: all)."""
+    text: Literal["raw", "harness"] = "raw"
+    """raw: ctx and endings as stored (nanoGPT / llm.c); harness: lm-evaluation-harness text."""
+    batch_examples: int = 8
+    """Examples (4 rows each) per jitted call."""
+    seq_len: int = 0
+    """Padded row length (0: the longest row rounded up to 32, capped at the context)."""
+    step: int = -1
+    """Checkpoint step of a run folder (-1: the newest)."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype of the model."""
+
+
+def main(cfg: Config) -> int:
+    from geomopt.lm._hellaswag import evaluate_hellaswag, read_hellaswag
+    from geomopt.lm._sample import load_model, tiktoken_gpt2_missing, tokenizer_for_model
+
+    model = load_model(cfg.source, step=None if cfg.step < 0 else cfg.step, dtype=cfg.dtype)
+    if model.config.vocab_size != 256 and (missing := tiktoken_gpt2_missing()):
+        print(missing, file=sys.stderr)
+        return 2
+    examples = read_hellaswag(cfg.data, limit=cfg.limit, text=cfg.text)
+    r = evaluate_hellaswag(
+        model,
+        examples,
+        tokenizer_for_model(model.config.vocab_size),
+        seq_len=cfg.seq_len,
+        batch_examples=cfg.batch_examples,
+    )
+    summary = {k: r[k] for k in ("n", "acc", "acc_norm", "acc_token_norm")}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(tyro.cli(Config)))
