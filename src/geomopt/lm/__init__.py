@@ -45,6 +45,19 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "read_shard",
             "write_shard",
         ],
+        "_hellaswag": [
+            "HellaSwagExample",
+            "evaluate_hellaswag",
+            "hellaswag_evaluator",
+            "read_hellaswag",
+        ],
+        "_hf": [
+            "load_hf_gpt2",
+            "save_hf_gpt2",
+        ],
+        "_loss": [
+            "chunked_cross_entropy",
+        ],
         "_model": [
             "GPT2",
             "abstract_param_count",
@@ -57,6 +70,10 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "noise_density",
             "noise_group",
             "welford_variance",
+        ],
+        "_sample": [
+            "load_model",
+            "sample",
         ],
         "_prepare": [
             "GPT2Tokenizer",
