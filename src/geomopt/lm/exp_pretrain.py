@@ -57,13 +57,11 @@ PRESETS: dict[str, TrainConfig] = {
         optim=OptimConfig(algorithm="adamw", lr=3e-3),
         data=DataConfig(offline_bytes=1_000_000),
         batch_size=8,
-        steps=12,
-        eval_every=6,
-        eval_batches=2,
-        log_every=3,
-        ckpt_every=4,
-        noise_every=6,
-        noise_samples=4,
+        steps=6,
+        eval_every=3,
+        eval_batches=1,
+        log_every=2,
+        ckpt_every=3,
     ),
     "quick": TrainConfig(
         model=presets["cpu-demo"],
@@ -119,7 +117,7 @@ PRESETS: dict[str, TrainConfig] = {
 }
 
 NOTES = {
-    "smoke": "tiny GPT (2 layers, width 32), offline bytes, 12 AdamW steps; seconds on a CPU",
+    "smoke": "tiny GPT (2 layers, width 32), offline bytes, 6 AdamW steps; seconds on a CPU",
     "quick": (
         "the CPU demo model (4 layers, width 256, context 256) on offline bytes, SignSGD 1e-3, "
         "300 steps, phi every 100 steps"
