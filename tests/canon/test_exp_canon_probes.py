@@ -126,3 +126,32 @@ def test_bad_config_is_refused_before_a_folder_exists(tmp_path, name):
     with pytest.raises(ValueError, match=field[0]):
         execute(exp, cfg, preset="smoke", out=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_covering_reads_modelnet_hdf5(tmp_path):
+    """Small files of the standard layout (data N x 2048 x 3, label N x 1): the ModelNet variant
+    runs at its own point count with the official covering normalisation."""
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "modelnet"
+    folder.mkdir()
+    for name, n in (
+        ("ply_data_train0.h5", 10),
+        ("ply_data_train1.h5", 6),
+        ("ply_data_test0.h5", 4),
+    ):
+        with h5py.File(folder / name, "w") as f:
+            f["data"] = rng.normal(size=(n, 2048, 3)).astype(np.float32) * [1.0, 2.0, 0.5]
+            f["label"] = (np.arange(n) % 2).reshape(n, 1).astype(np.uint8)
+    exp = _exp("exp_covering")
+    cfg = dataclasses.replace(
+        exp.presets["smoke"], modelnet_dir=str(folder), modelnet_points=32, modelnet_max_train=0
+    )
+    out = execute(exp, cfg, preset="smoke", out=tmp_path / "runs")
+    h = out.headline
+    assert {f"modelnet/{k}" for k in ("l2", "lex", "hilbert", "wass")} <= set(h)
+    assert h["modelnet/wass"] <= min(h["modelnet/lex"], h["modelnet/hilbert"], h["modelnet/l2"])
+    figs = plot_run(exp, out.path, tmp_path / "figures")
+    assert [f.name for f in figs] == ["covering_smoke.png", "covering_modelnet_smoke.png"]

@@ -269,7 +269,6 @@ def run(cfg: CoveringConfig, run: Run) -> dict[str, float]:
 def plot(run_dir: Path, out: Path) -> list[Path]:
     """``covering.png``: NN distance vs training clouds per d and per k, and proxy / Hungarian
     vs d; ``covering_modelnet.png`` when the run measured ModelNet."""
-    import numpy as np
 
     from geomopt import plotting
     from geomopt.runs import read_run
@@ -283,7 +282,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     sizes = sorted({r["n_train"] for r in rows})
     # (a) slopes vs d at fixed k
     for kind in KINDS:
-        ys = [head.get(f"slope/d{d}/{kind}", np.nan) for d in cfg["dims"]]
+        ys = [float(head.get(f"slope/d{d}/{kind}", "nan")) for d in cfg["dims"]]
         a.plot(cfg["dims"], ys, "o-", color=COLORS[kind], label=LABELS[kind])
     a.axhline(-1 / cfg["k"], color="k", ls="--", lw=1, label=f"-1/k (k = {cfg['k']})")
     a.set_xticks(cfg["dims"])
@@ -293,7 +292,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     # (b) slopes vs k at fixed d
     ks = sorted(set(cfg["ks"]) | ({cfg["k"]} if cfg["k_dim"] in cfg["dims"] else set()))
     for kind in KINDS:
-        ys = [head.get(f"slope/k{k}/{kind}", np.nan) for k in ks]
+        ys = [float(head.get(f"slope/k{k}/{kind}", "nan")) for k in ks]
         b.plot(ks, ys, "o-", color=COLORS[kind], label=LABELS[kind])
     b.plot(ks, [-1 / k for k in ks], "k--", lw=1, label="-1/k")
     b.set_xticks(ks)
@@ -301,7 +300,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     b.set_title(f"d = {cfg['k_dim']}")
     # (c) ratio to Hungarian at the largest n vs d
     for kind in ("l2", "lex", "hilbert"):
-        ys = [head.get(f"ratio/d{d}/{kind}", np.nan) for d in cfg["dims"]]
+        ys = [float(head.get(f"ratio/d{d}/{kind}", "nan")) for d in cfg["dims"]]
         c.plot(cfg["dims"], ys, "o-", color=COLORS[kind], label=LABELS[kind])
     c.set_yscale("log")
     c.set_xticks(cfg["dims"])
@@ -315,7 +314,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         fig, ax = plotting.figure(1, 1, width=4.0, height=3.0)
         for kind in KINDS:
             sel = [r for r in mn if r["kind"] == kind]
-            ax.plot([r["n_train"] for r in sel], [r["proxy"] for r in sel], "o-",
+            ax.plot([r["n_train"] for r in sel], [float(r["proxy"]) for r in sel], "o-",
                     color=COLORS[kind], label=LABELS[kind])  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -102,9 +102,9 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     a, b = axes.flat
     for curve in cfg["curves"]:
         c = plotting.color(curve)
-        a.plot(dims, [head[f"curve/{curve}/d{d}"] for d in dims], "o-", color=c,
+        a.plot(dims, [float(head[f"curve/{curve}/d{d}"]) for d in dims], "o-", color=c,
                label=f"{curve}: worst case found")  # fmt: skip
-        a.plot(dims, [head[f"curve/{curve}/d{d}/median"] for d in dims], "s:", color=c,
+        a.plot(dims, [float(head[f"curve/{curve}/d{d}/median"]) for d in dims], "s:", color=c,
                label=f"{curve}: typical pair (median)")  # fmt: skip
     a.plot(dims, [1 / d for d in dims], "k--", lw=1, label="1/d")
     a.set_xticks(dims)

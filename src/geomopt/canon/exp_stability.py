@@ -114,12 +114,14 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         for d in (dims[0], dims[-1]):
             sel = [r for r in rows if r["order"] == order and r["d"] == d]
             eps = [r["eps"] for r in sel]
-            changed = [r["changed"] if r["changed"] > 0 else np.nan for r in sel]
+            changed = [float(r["changed"]) if float(r["changed"]) > 0 else np.nan for r in sel]
             a.plot(
                 eps, changed, marker="o", ms=3, ls=styles[d], color=col, label=f"{order}, d = {d}"
             )
-            c.plot(eps, [r["ratio"] for r in sel], marker="o", ms=3, ls=styles[d], color=col)
-        b.plot(dims, [head.get(f"jump/{order}/d{d}", np.nan) for d in dims], "o-", color=col)
+            ratio = [float(r["ratio"]) for r in sel]  # NaN is stored as the string "nan"
+            c.plot(eps, ratio, marker="o", ms=3, ls=styles[d], color=col)
+        jump = [float(head.get(f"jump/{order}/d{d}", "nan")) for d in dims]
+        b.plot(dims, jump, "o-", color=col)
     eps_all = np.array(sorted(cfg["eps"]))
     a.plot(eps_all, np.clip(eps_all / eps_all[len(eps_all) // 2] * 0.1, None, 1), "k--", lw=0.8,
            label="slope 1")  # fmt: skip
