@@ -6,10 +6,11 @@ size(s), with the gradient-noise density phi measured along the SGD and SignSGD 
 
     uv run experiments/signsgd/pretrain_demo.py [smoke|quick|paper]
 
-``quick`` (measured 412 s wall, 94 s CPU, on the 2-core machine shared with other jobs): 2 layers, width 128, context 64, 60 steps of 16 sequences,
-one step size per optimiser. ``paper`` (the ``cpu-demo`` model, hours on 2 cores): 4 layers,
-width 256, context 256, 400 steps, three step sizes per optimiser, phi for every run. Runs that
-differ only in the step size reuse one compiled train step. Module-level imports are light.
+``quick``: 2 layers, width 128, context 64, 60 steps of 16 sequences, one step size per
+optimiser (measured 412 s wall, 94 s CPU, on the 2-core machine shared with other jobs).
+``paper`` (the ``cpu-demo`` model, hours on 2 cores): 4 layers, width 256, context 256, 400
+steps, three step sizes per optimiser, phi for every run. Runs that differ only in the step
+size reuse one compiled train step. Module-level imports are light.
 """
 
 from __future__ import annotations
