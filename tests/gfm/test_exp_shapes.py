@@ -13,6 +13,7 @@ from geomopt.gfm.exp_shapes import EXPERIMENT, ShapesConfig, validate
 from geomopt.shapes import _interp as itp
 
 
+@pytest.mark.slow  # ~1 min on an idle 2-core machine: every method compiles its solver
 def test_smoke_run_layout_headline_and_plot(tmp_path):
     cfg = EXPERIMENT.presets["smoke"]
     outcome = execute(EXPERIMENT, cfg, preset="smoke", out=tmp_path)

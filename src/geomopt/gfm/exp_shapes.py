@@ -361,7 +361,8 @@ EXPERIMENT = Experiment(
             decode_res=16,
             n_surface=256,
             n_eval_points=64,
-        ),  # fmt: skip
+            methods=("gfm", "jacobian", "rbf", "linear"),
+        ),
         "quick": ShapesConfig(),
         "paper": ShapesConfig(
             n_shapes=4096,
@@ -380,10 +381,10 @@ EXPERIMENT = Experiment(
             decode_res=129,
             n_surface=16384,
             n_eval_points=4096,
-        ),  # fmt: skip
+        ),
     },
     notes={
-        "smoke": "tiny models, seconds",
+        "smoke": "tiny models, 4 of the 8 methods (each method compiles its own solver)",
         "quick": "CPU: 256 shapes, 32-d latent, 8 pairs (runtime in README_latent.md)",
         "paper": "the official evaluation sizes (200 pairs, 129^3 decode, 16,384 -> 4,096 points); "
         "larger models; for an accelerator",

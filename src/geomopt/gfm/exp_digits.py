@@ -1,0 +1,277 @@
+"""``gfm/digits``: interpolation between real images (scikit-learn's 8x8 digits) of different
+classes, with an EDM denoiser in pixel space (64-d) and every method.
+
+The pipeline is the latent one (:mod:`geomopt.shapes._interp`) with the official image
+settings where they apply (sigma 0.5, lambda 1, Adam lr 0.01 / 800 iterations for the Adam
+solvers, 18 Heun denoising steps); the metrics are the official image metrics with substitutes
+computed by a small classifier trained here (:mod:`geomopt.shapes._digits`): PPL, PDV, a
+no-reference quality score and FID of the inner frames against the data, all in its feature
+space.
+
+    uv run experiments/gfm/digits.py [smoke|quick|paper] [--field value ...]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from geomopt.experiment import Experiment, Run, figure_path
+
+ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
+
+
+@dataclasses.dataclass(frozen=True)
+class DigitsConfig:
+    """Digit interpolation: a pixel-space EDM, every method, image metrics in feature space."""
+
+    edm_width: int = 256
+    """Hidden width of the EDM denoiser (residual MLP, 4 blocks)."""
+    edm_steps: int = 4000
+    """Adam steps of the denoiser (batch 256, lr 1e-3 with cosine decay)."""
+    classifier_steps: int = 1500
+    """Adam steps of the feature classifier (batch 128, lr 3e-3)."""
+    n_pairs: int = 16
+    """Endpoint pairs: held-out images with different labels."""
+    n_points: int = 10
+    """Frames including the endpoints."""
+    sigma: float = 0.5
+    """Noise level of endpoints, score and denoising start (official images: 0.5)."""
+    lam: float = 1.0
+    """Potential weight lambda of GFM."""
+    residual: str = "euclidean"
+    """GFM residual; pixel space is not a Gaussian latent, so the Euclidean one by default."""
+    lr: float = 0.01
+    """Adam learning rate of the Adam-based methods."""
+    adam_iters: int = 800
+    """Adam iterations of gfm_adam / jacobian / stein (official EDM2 images: 800)."""
+    rbf_iters: int = 2000
+    """Adam iterations of rbf."""
+    land_iters: int = 400
+    """Adam iterations of land."""
+    rbf_centers: int = 64
+    """k-means centres of the RBF metric."""
+    denoise_steps: int = 18
+    """EDM Heun levels from sigma to 0.002 (official images: 18)."""
+    n_test: int = 297
+    """Images held out from denoiser / classifier training; endpoints are drawn from them."""
+    methods: tuple[str, ...] = ALL_METHODS
+    """Interpolation methods."""
+    seed: int = 0
+    """Seed of the split, training, pairs and noise."""
+
+
+def validate(cfg: DigitsConfig) -> None:
+    for n in ("edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters", "rbf_iters",
+              "land_iters", "rbf_centers", "denoise_steps", "n_test"):  # fmt: skip
+        v = getattr(cfg, n)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+    if cfg.n_points < 3:
+        raise ValueError(f"n_points={cfg.n_points}: expected >= 3")
+    if not 2 * cfg.n_pairs <= cfg.n_test <= 1000:
+        raise ValueError(f"n_test={cfg.n_test}: expected 2 * n_pairs <= n_test <= 1000")
+    for n in ("sigma", "lr"):
+        v = getattr(cfg, n)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
+    if cfg.residual not in ("hypersphere", "euclidean"):
+        raise ValueError(f"residual={cfg.residual!r}: expected 'hypersphere' or 'euclidean'")
+    bad = [m for m in cfg.methods if m not in ALL_METHODS]
+    if bad or not cfg.methods:
+        raise ValueError(f"methods={cfg.methods}: expected a non-empty subset of {ALL_METHODS}")
+
+
+def _pairs(labels, n_pairs: int, seed: int):
+    """``n_pairs`` index pairs into ``labels`` with different labels, no index used twice."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    a, b, used = [], [], set()
+    for i in order:
+        if len(a) == n_pairs:
+            break
+        if i in used:
+            continue
+        for j in order:
+            if j not in used and j != i and labels[j] != labels[i]:
+                a.append(i), b.append(j)
+                used.update((i, j))
+                break
+    if len(a) < n_pairs:
+        raise ValueError(f"only {len(a)} pairs of different labels among {len(labels)} images")
+    return np.array(a), np.array(b)
+
+
+def _models(cfg: DigitsConfig, run: Run, x_train, y_train):
+    import equinox as eqx
+    import jax
+
+    from geomopt.diffusion import DenoiserConfig, EDMDenoiser
+    from geomopt.shapes import _digits as dg
+    from geomopt.shapes import _model as mdl
+
+    key = {"edm_width": cfg.edm_width, "edm_steps": cfg.edm_steps, "n_test": cfg.n_test,
+           "classifier_steps": cfg.classifier_steps, "seed": cfg.seed}  # fmt: skip
+    cache = run.cache_dir("digit_models", key)
+    k_edm, k_cls = jax.random.split(jax.random.key(cfg.seed))
+    edm_skel = EDMDenoiser(64, DenoiserConfig(cfg.edm_width, 4, 64), key=k_edm)
+    cls_skel = dg.Classifier(key=k_cls)
+    if (cache / "edm" / "model.eqx").exists() and (cache / "classifier" / "model.eqx").exists():
+        run.print(f"models loaded from {cache}")
+        return mdl.load_model(cache / "edm", edm_skel), mdl.load_model(
+            cache / "classifier", cls_skel
+        )
+    edm_cfg = mdl.EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
+                                 log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
+    bar = run.progress(total=cfg.edm_steps, desc="pixel EDM", unit="step")
+    edm, _ = mdl.train_latent_edm(
+        x_train, edm_cfg, key=k_edm, on_chunk=lambda n, loss: bar.update(n, loss=loss)
+    )
+    bar.close()
+    cls = dg.train_classifier(x_train, y_train, key=k_cls, steps=cfg.classifier_steps)
+    mdl.save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
+    mdl.save_model(cache / "classifier", cls, {"steps": cfg.classifier_steps})
+    del eqx
+    return edm, cls
+
+
+def run(cfg: DigitsConfig, run: Run) -> dict[str, float]:
+    import jax
+    import numpy as np
+
+    from geomopt.shapes import _digits as dg
+    from geomopt.shapes import _interp as itp
+
+    x, y = dg.load_digits()
+    perm = np.random.default_rng(cfg.seed).permutation(len(x))
+    test, train = perm[: cfg.n_test], perm[cfg.n_test :]
+    edm, cls = _models(cfg, run, x[train], y[train])
+    _, probs = dg.features(cls, x[test])
+    accuracy = float((probs.argmax(1) == y[test]).mean())
+    run.print(f"feature classifier: held-out accuracy {accuracy:.3f}")
+
+    ia, ib = _pairs(y[test], cfg.n_pairs, cfg.seed)
+    x0, x1 = x[test][ia], x[test][ib]
+    bar = run.progress(total=len(cfg.methods), desc="interpolate", unit="method")
+    paths = itp.interpolate_all(
+        x0, x1, denoiser=edm, data=x[train], methods=cfg.methods,
+        key=jax.random.key(cfg.seed + 7), n_points=cfg.n_points, sigma=cfg.sigma, lam=cfg.lam,
+        residual=cfg.residual, lr=cfg.lr, adam_iters=cfg.adam_iters, rbf_iters=cfg.rbf_iters,
+        land_iters=cfg.land_iters, rbf_centers=cfg.rbf_centers, denoise_steps=cfg.denoise_steps,
+        on_method=lambda m: (bar.set_description(f"interpolate (done: {m})"), bar.update(1)),
+    )  # fmt: skip
+    bar.close()
+
+    data_feat, _ = dg.features(cls, x)
+    inner = list(range(1, cfg.n_points - 1))
+    headline: dict[str, float] = {"classifier_accuracy": accuracy}
+    table: dict[str, dict] = {}
+    for m in cfg.methods:
+        p = paths[m]["path"]
+        row = dg.path_scores(cls, p, inner)
+        f_inner, _ = dg.features(cls, p[:, inner].reshape(-1, 64))
+        row["FID"] = dg.frechet_distance(f_inner, data_feat)
+        row["seconds"] = paths[m]["seconds"]
+        if paths[m]["converged"] is not None:
+            row["converged"] = float(np.mean(paths[m]["converged"]))
+        table[m] = row
+        for k in ("PPL", "PDV", "FID", "quality"):
+            headline[f"{m}/{k}"] = row[k]
+        run.log(method=m, **row)
+    # the data's own FID floor: held-out images against all images
+    f_test, _ = dg.features(cls, x[test])
+    headline["heldout/FID"] = dg.frechet_distance(f_test, data_feat)
+    run.save_arrays("paths.npz", **{m: v["path"] for m, v in paths.items()})
+    run.details["table"] = table
+    run.details["methods"] = list(cfg.methods)
+    return headline
+
+
+LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "stein": "Stein",
+          "rbf": "RBF", "land": "LAND", "linear": "linear", "slerp": "SLERP"}  # fmt: skip
+
+
+def plot(run_dir: Path, out: Path) -> list[Path]:
+    """``digits_strips.png`` (the frames of two pairs per method) and ``digits_metrics.png``."""
+    import numpy as np
+
+    from geomopt import plotting
+    from geomopt.runs import read_run
+
+    rec = read_run(run_dir)
+    methods = rec.details["methods"]
+    table = rec.details["table"]
+    with np.load(Path(run_dir) / "paths.npz") as f:
+        paths = {m: f[m] for m in methods}
+    n_show = min(2, next(iter(paths.values())).shape[0])
+    k = next(iter(paths.values())).shape[1]
+    rows = len(methods) * n_show
+    fig, axes = plotting.figure(k, rows, width=0.55, height=0.55)
+    for r in range(rows):
+        m, pair = methods[r // n_show], r % n_show
+        for c in range(k):
+            ax = axes[r, c]
+            ax.imshow(paths[m][pair, c].reshape(8, 8), cmap="gray_r", vmin=-1, vmax=1)
+            ax.set_xticks([]), ax.set_yticks([])
+            ax.grid(False)
+            if c == 0:
+                ax.set_ylabel(f"{LABELS.get(m, m)}" if pair == 0 else "", fontsize=5)
+    figures = [plotting.save(fig, figure_path(run_dir, out, "digits_strips"))]
+
+    keys = ("PPL", "PDV", "FID", "quality")
+    fig, axes = plotting.figure(len(keys), 1, width=2.3, height=2.8)
+    x = np.arange(len(methods))
+    for ax, key in zip(np.asarray(axes).flat, keys, strict=True):
+        ax.bar(x, [table[m][key] for m in methods], color=[plotting.color(m) for m in methods])
+        if key == "FID":
+            ax.axhline(rec.headline["heldout/FID"], color="k", ls="--", lw=0.8, label="held-out")
+            ax.legend(loc="best", fontsize=6)
+        ax.set_xticks(x, [LABELS.get(m, m) for m in methods], rotation=60, fontsize=7)
+        ax.set_title(key + (" (higher better)" if key == "quality" else " (lower better)"),
+                     fontsize=8)  # fmt: skip
+    figures.append(plotting.save(fig, figure_path(run_dir, out, "digits_metrics")))
+    return figures
+
+
+EXPERIMENT = Experiment(
+    name="gfm/digits",
+    description="interpolation between real 8x8 digits of different classes with a pixel-space "
+    "EDM: GFM vs baselines, PPL / PDV / FID / quality in a trained classifier's feature space",
+    presets={
+        "smoke": DigitsConfig(
+            edm_width=32,
+            edm_steps=20,
+            classifier_steps=20,
+            n_pairs=2,
+            n_points=5,
+            adam_iters=5,
+            rbf_iters=5,
+            land_iters=5,
+            rbf_centers=8,
+            denoise_steps=3,
+            n_test=40,
+            methods=("gfm", "stein", "land", "slerp"),
+        ),
+        "quick": DigitsConfig(),
+        "paper": DigitsConfig(
+            edm_width=512,
+            edm_steps=50_000,
+            classifier_steps=5000,
+            n_pairs=100,
+            n_test=400,
+            rbf_centers=256,
+        ),
+    },
+    notes={
+        "smoke": "tiny models, 4 of the 8 methods (each method compiles its own solver)",
+        "quick": "CPU: 4000 EDM steps, 16 pairs (runtime in README_latent.md)",
+        "paper": "larger denoiser, 100 pairs; for an accelerator",
+    },
+    run=run,
+    plot=plot,
+    validate=validate,
+    figures_dir="experiments/gfm/figures",
+)
