@@ -22,6 +22,8 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.canon.exp_covering",
     "geomopt.canon.exp_curve_regularity",
     "geomopt.canon.exp_stability",
+    "geomopt.canon.exp_classify",
+    "geomopt.canon.exp_modelnet",
 )
 
 

@@ -12,11 +12,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
         "_classify": [
-            "ClassifyConfig",
-            "TrainConfig",
-            "accuracy",
-            "plot_classify",
-            "run_classify",
+            "fit",
+            "predict",
             "train_models",
         ],
         "_covering": [
@@ -25,8 +22,10 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "covering_proxy",
             "fit_exponent",
             "pairwise_distances",
-            "regularity_probe",
         ],
+        "_families": ["deformed_template_clouds"],
+        "_holder": ["curve_modulus"],
+        "_stability": ["stability_probe"],
         "_curves": [
             "hilbert_index",
             "hilbert_point",
@@ -37,22 +36,37 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "words_to_int",
         ],
         "_data": [
+            "farthest_point_sample",
+            "load_modelnet",
+            "load_modelnet_covering",
             "load_modelnet_h5",
+            "shape_family_clouds",
+            "subsample_points",
             "synthetic_clouds",
         ],
-        "_models": [
+        "_model_config": [
             "MODEL_KINDS",
             "ORDER_PRESETS",
+            "ModelConfig",
+            "TrainConfig",
+        ],
+        "_models": [
             "CanonMLP",
             "DeepSets",
             "GroupAveraged",
-            "ModelConfig",
             "make_model",
+            "official_hilbert_order",
             "point_dropout",
+            "prepare_inputs",
+        ],
+        "_transformer": [
+            "SerializedTransformer",
+            "serializations",
         ],
         "_orders": [
             "ORDERS",
             "canonize",
+            "checked",
             "get_order",
             "hilbert_order",
             "identity_order",

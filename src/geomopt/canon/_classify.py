@@ -1,18 +1,27 @@
-"""Training of the point-cloud classifiers and the classification experiment (vs d, vs data).
+"""Training and evaluation of the point-cloud classifiers with the official recipe.
 
-Recipe (official, canon.md): AdamW, cosine decay of the learning rate to ``lr * 1e-3``,
-label-smoothed softmax cross-entropy. All seeds of one setting are trained together: the models
-are stacked (``eqx.filter_vmap`` over init keys) and one jitted ``lax.scan`` runs the steps of
-every seed at once. Minibatches are drawn uniformly *with replacement* from the first
-``n_train`` clouds (``n_train`` is a traced value, so the training-set-size sweep reuses one
-compilation per model and d). Reported: train / test accuracy and the generalization gap
-``train accuracy - test accuracy``.
+Recipe (official, canon.md / ``ModelNet/training/train.py``): AdamW; the learning rate follows a
+cosine per epoch from ``lr`` to ``lr * 1e-3`` (``CosineAnnealingLR(T_max=epochs)``); each epoch
+visits the training clouds in a fresh random order in batches of ``batch``, dropping the last
+incomplete batch; label-smoothed cross-entropy. The data-scarcity table trains on every
+``stride``-th training cloud (the official ``dataset_stride``: fraction ``1/stride``) for the same
+number of epochs.
+
+All seeds of one setting train together: the models are stacked (``eqx.filter_vmap`` over init
+keys) and one jitted loop runs every seed's steps. Hyperparameters (lr, weight decay, label
+smoothing, dropout rates), the number of clouds and the stride are traced values, so one
+compilation serves every stride, and the lex / Hilbert / Morton / unsorted MLPs (whose inputs are
+put in canonical order once, by :func:`geomopt.canon._models.prepare_inputs`) share one.
+
+Reported per seed: test accuracy; train accuracy of the final model in evaluation mode on the
+clouds it trained on (``train_acc``); the official code's train accuracy, i.e. the running
+accuracy over the last epoch's batches in training mode with dropout (``train_acc_running``);
+and the generalization gap ``train_acc - test_acc``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -20,280 +29,221 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from geomopt.canon._data import synthetic_clouds
-from geomopt.canon._models import MODEL_KINDS, ORDER_PRESETS, ModelConfig, make_model
-from geomopt.runs import Run, load_run
+from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig, model_config
+from geomopt.canon._models import prepare_inputs, trainable_filter, training_model
 
-__all__ = [
-    "TrainConfig",
-    "ClassifyConfig",
-    "model_config",
-    "init_models",
-    "train_models",
-    "accuracy",
-    "fit",
-    "run_classify",
-    "plot_classify",
-]
+__all__ = ["TrainConfig", "init_models", "train_models", "predict", "fit", "hyperparams"]
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings shared by every model of a sweep."""
-
-    steps: int = 300
-    """Optimiser steps."""
-    batch: int = 64
-    """Minibatch size (official: 256)."""
-    use_order_presets: bool = True
-    """Take dropout / Fourier scale / label smoothing / lr / weight decay from the official
-    per-order settings (``ORDER_PRESETS``) instead of ``model``."""
-    model: ModelConfig = ModelConfig()
-    """Architecture (and hyperparameters when ``use_order_presets`` is False)."""
-
-
-def model_config(kind: str, train: TrainConfig) -> ModelConfig:
-    """The model config of ``kind``: ``train.model`` with the official per-order settings."""
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"model kind {kind!r}: expected one of {MODEL_KINDS}")
-    if not train.use_order_presets:
-        return train.model
-    return dataclasses.replace(train.model, **ORDER_PRESETS[kind])
+def hyperparams(cfg: ModelConfig) -> dict[str, jax.Array]:
+    """The traced hyperparameters of one training run."""
+    for n in ("dropout", "point_dropout", "input_dropout", "label_smoothing"):
+        v = getattr(cfg, n)
+        if not 0.0 <= v < 1.0:
+            raise ValueError(f"{n} {v!r}: expected a value in [0, 1)")
+    for n in ("lr", "weight_decay"):
+        v = getattr(cfg, n)
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"{n} {v!r}: expected a finite value >= 0")
+    names = ("lr", "weight_decay", "label_smoothing", "dropout", "point_dropout", "input_dropout")
+    return {n: jnp.asarray(getattr(cfg, n), jnp.float32) for n in names}
 
 
 def init_models(kind: str, n_points: int, d: int, n_classes: int, cfg: ModelConfig, seeds):
-    """Stacked models, one per seed (leading axis = seed)."""
+    """Stacked training models, one per seed (leading axis = seed). Dropout rates are zeroed in
+    the static structure (they are passed to ``apply`` as traced values), so kinds that differ
+    only in rates share a compilation."""
+    structural = dataclasses.replace(cfg, dropout=0.0, point_dropout=0.0, input_dropout=0.0)
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(s))) for s in seeds])
     return eqx.filter_vmap(
-        lambda k: make_model(kind, n_points, d, n_classes, cfg, key=jax.random.wrap_key_data(k))
+        lambda k: training_model(
+            kind, n_points, d, n_classes, structural, key=jax.random.wrap_key_data(k)
+        )
     )(keys)
 
 
-def _optimizer(cfg: ModelConfig, steps: int):
-    sched = optax.cosine_decay_schedule(cfg.lr, max(steps, 1), alpha=1e-3)
-    return optax.adamw(sched, weight_decay=cfg.weight_decay)
-
-
-def _loss(model, x, y, n_classes: int, smoothing: float, key):
-    keys = jax.random.split(key, x.shape[0])
-    logits = jax.vmap(lambda c, k: model(c, key=k))(x, keys)
-    labels = optax.smooth_labels(jax.nn.one_hot(y, n_classes), smoothing)
-    return jnp.mean(optax.softmax_cross_entropy(logits, labels))
+def _take(tree, idx):
+    return jax.tree_util.tree_map(lambda a: a[idx], tree)
 
 
 @eqx.filter_jit
-def _train(models, x, y, n_train, keys, *, cfg: ModelConfig, steps: int, batch: int, n_classes):
-    opt = _optimizer(cfg, steps)
-    params, static = eqx.partition(models, eqx.is_inexact_array)
+def _train(models, inputs, y, n_sub, stride, keys, hp, *, epochs: int, batch: int, n_classes: int):
+    filt = trainable_filter(models)
+    params, rest = eqx.partition(models, filt)
+    frozen, static = eqx.partition(rest, eqx.is_array)  # the fixed Fourier matrices, per seed
+    spe = n_sub // batch
+    lr, lr_min = hp["lr"], hp["lr"] * 1e-3
+
+    def schedule(count):
+        epoch = count // spe
+        return lr_min + (lr - lr_min) * 0.5 * (1 + jnp.cos(jnp.pi * epoch / epochs))
+
+    opt = optax.adamw(schedule, weight_decay=hp["weight_decay"])
     opt_state = jax.vmap(opt.init)(params)
+    n_total = y.shape[0]
+    rates = {k: hp[k] for k in ("dropout", "point_dropout", "input_dropout")}
 
-    def one_seed_step(p, s, key):
-        kb, kd = jax.random.split(key)
-        idx = jax.random.randint(kb, (batch,), 0, n_train)
-        loss, g = jax.value_and_grad(
-            lambda q: _loss(
-                eqx.combine(q, static),
-                x[idx],
-                y[idx],
-                n_classes,
-                cfg.label_smoothing,
-                kd,
-            )
-        )(p)
+    def loss_fn(p, fz, inp, yb, key):
+        model = eqx.combine(p, fz, static)
+        ks = jax.random.split(key, yb.shape[0])
+        logits = jax.vmap(lambda i, k: model.apply(i, key=k, rates=rates))(inp, ks)
+        labels = optax.smooth_labels(jax.nn.one_hot(yb, n_classes), hp["label_smoothing"])
+        loss = jnp.mean(optax.softmax_cross_entropy(logits, labels))
+        return loss, jnp.sum(jnp.argmax(logits, -1) == yb)
+
+    def seed_step(p, s, fz, order, b, key):
+        idx = jax.lax.dynamic_slice(order, (b * batch,), (batch,)) * stride
+        (loss, correct), g = jax.value_and_grad(loss_fn, has_aux=True)(
+            p, fz, _take(inputs, idx), y[idx], key
+        )
         upd, s = opt.update(g, s, p)
-        upd = _freeze_fourier(upd)  # no weight decay on the fixed Fourier matrix either
-        return eqx.apply_updates(p, upd), s, loss
+        return eqx.apply_updates(p, upd), s, loss, correct
 
-    def step(carry, step_keys):
+    def epoch_fn(carry, e):
         p, s = carry
-        p, s, loss = jax.vmap(one_seed_step)(p, s, step_keys)
-        return (p, s), loss
+        ekeys, okeys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, e)))(
+            keys
+        ).swapaxes(0, 1)
 
-    step_keys = jax.vmap(lambda k: jax.random.split(k, steps))(keys).swapaxes(0, 1)
-    (params, _), losses = jax.lax.scan(step, (params, opt_state), step_keys)
-    return eqx.combine(params, static), losses.T
+        def seed_order(k):
+            u = jax.random.uniform(k, (n_total,))
+            return jnp.argsort(jnp.where(jnp.arange(n_total) < n_sub, u, 2.0))
 
+        orders = jax.vmap(seed_order)(okeys)
 
-def _freeze_fourier(grads):
-    def where(m):
-        return [
-            leaf.B
-            for leaf in jax.tree_util.tree_leaves(
-                m, is_leaf=lambda n: type(n).__name__ == "FourierFeatures"
+        def body(b, c):
+            p, s, loss_sum, correct = c
+            bkeys = jax.vmap(lambda k: jax.random.fold_in(k, b))(ekeys)
+            p, s, loss, corr = jax.vmap(seed_step, in_axes=(0, 0, 0, 0, None, 0))(
+                p, s, frozen, orders, b, bkeys
             )
-            if type(leaf).__name__ == "FourierFeatures" and leaf.B is not None
-        ]
+            return p, s, loss_sum + loss, correct + corr
 
-    nodes = where(grads)
-    if not nodes:
-        return grads
-    return eqx.tree_at(where, grads, [jnp.zeros_like(b) for b in nodes])
+        zeros = jnp.zeros(orders.shape[0], jnp.float32)
+        p, s, loss_sum, correct = jax.lax.fori_loop(
+            0, spe, body, (p, s, zeros, zeros.astype(jnp.int32))
+        )
+        return (p, s), (loss_sum / spe, correct / (spe * batch))
+
+    (params, _), (losses, accs) = jax.lax.scan(epoch_fn, (params, opt_state), jnp.arange(epochs))
+    return eqx.combine(params, frozen, static), losses.T, accs.T
 
 
 def train_models(
     kind: str,
-    x_train,
+    inputs,
     y_train,
     n_classes: int,
     train: TrainConfig,
     seeds,
     *,
-    n_train: int | None = None,
+    stride: int = 1,
+    n_points: int,
+    d: int,
 ):
-    """Train one model per seed on the first ``n_train`` clouds; returns ``(models, losses)``
-    with losses ``(n_seeds, steps)`` (the minibatch training loss of every step)."""
-    x_train, y_train = jnp.asarray(x_train), jnp.asarray(y_train)
-    if x_train.ndim != 3:
-        raise ValueError(f"x_train of shape {x_train.shape}: expected (N, P, d)")
-    n = x_train.shape[0] if n_train is None else n_train
-    if not 1 <= n <= x_train.shape[0]:
-        raise ValueError(f"n_train {n}: expected 1..{x_train.shape[0]}")
-    if train.steps < 1 or train.batch < 1:
-        raise ValueError(f"steps {train.steps}, batch {train.batch}: expected positive integers")
+    """Train one model per seed on every ``stride``-th cloud of the prepared ``inputs``.
+
+    Returns ``(models, losses, running_acc)``; ``losses`` / ``running_acc`` are ``(n_seeds,
+    epochs)``: the mean training loss and the training-mode accuracy of each epoch's batches.
+    """
+    y_train = jnp.asarray(y_train, jnp.int32)
+    n = y_train.shape[0]
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"stride {stride!r}: expected an integer >= 1")
+    n_sub = -(-n // stride)
+    if train.epochs < 1 or train.batch < 1:
+        raise ValueError(f"epochs {train.epochs}, batch {train.batch}: expected integers >= 1")
+    if n_sub < train.batch:
+        raise ValueError(
+            f"stride {stride} leaves {n_sub} of {n} training clouds, fewer than one batch of "
+            f"{train.batch} (drop-last would train on nothing); lower batch or stride"
+        )
     cfg = model_config(kind, train)
-    _, p, d = x_train.shape
-    models = init_models(kind, p, d, n_classes, cfg, seeds)
-    keys = jnp.stack(
-        [jax.random.key_data(jax.random.fold_in(jax.random.key(int(s)), 1)) for s in seeds]
-    )
-    keys = jax.vmap(jax.random.wrap_key_data)(keys)
+    models = init_models(kind, n_points, d, n_classes, cfg, seeds)
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
     return _train(
         models,
-        x_train,
+        inputs,
         y_train,
-        jnp.asarray(n, jnp.int32),
+        jnp.asarray(n_sub, jnp.int32),
+        jnp.asarray(stride, jnp.int32),
         keys,
-        cfg=cfg,
-        steps=train.steps,
+        hyperparams(cfg),
+        epochs=train.epochs,
         batch=train.batch,
         n_classes=n_classes,
     )
 
 
 @eqx.filter_jit
-def _predict(models, x):
-    return eqx.filter_vmap(lambda m: jnp.argmax(jax.vmap(m)(x), axis=-1))(models)
+def _predict(models, inputs):
+    return eqx.filter_vmap(lambda m: jnp.argmax(jax.vmap(m.apply)(inputs), axis=-1))(models)
 
 
-def accuracy(models, x, y, *, n: int | None = None, chunk: int = 512) -> np.ndarray:
-    """Accuracy of each stacked model on the first ``n`` clouds of ``(x, y)``; ``(n_seeds,)``."""
-    n = len(y) if n is None else n
-    preds = [
-        np.asarray(_predict(models, jnp.asarray(x[i : i + chunk]))) for i in range(0, n, chunk)
-    ]
-    pred = np.concatenate(preds, axis=1)[:, :n]
-    return (pred == np.asarray(y[:n])[None]).mean(axis=1)
+def predict(models, inputs, *, idx=None, chunk: int = 256) -> np.ndarray:
+    """Predicted classes ``(n_seeds, n)`` of the stacked models on (the ``idx`` rows of) the
+    prepared ``inputs``."""
+    n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
+    idx = np.arange(n) if idx is None else np.asarray(idx)
+    out = []
+    for i in range(0, len(idx), chunk):
+        part = idx[i : i + chunk]
+        if len(part) < chunk:  # pad to one shape: no recompilation
+            part = np.concatenate([part, np.full(chunk - len(part), part[-1])])
+        out.append(np.asarray(_predict(models, _take(inputs, jnp.asarray(part)))))
+    return np.concatenate(out, axis=1)[:, : len(idx)]
 
 
-def fit(kind, x_train, y_train, x_test, y_test, n_classes, train: TrainConfig, seeds, *, n_train):
-    """Train and evaluate; returns per-seed train / test accuracy, gap and final loss."""
-    models, losses = train_models(kind, x_train, y_train, n_classes, train, seeds, n_train=n_train)
-    tr = accuracy(models, x_train, y_train, n=n_train)
-    te = accuracy(models, x_test, y_test)
-    return dict(train_acc=tr, test_acc=te, gap=tr - te, loss=np.asarray(losses[:, -20:]).mean(1))
+def fit(
+    kind: str,
+    x_train,
+    y_train,
+    x_test,
+    y_test,
+    n_classes: int,
+    train: TrainConfig,
+    seeds,
+    *,
+    strides=(1,),
+    data_seed: int = 0,
+    on_stride=None,
+):
+    """Train ``kind`` on every ``stride``-th training cloud for each stride and evaluate.
 
-
-@dataclasses.dataclass(frozen=True)
-class ClassifyConfig:
-    """Generalization of the four model families vs d and vs training-set size."""
-
-    kinds: tuple[str, ...] = ("hilbert", "lex", "unsorted", "group_avg", "deepsets")
-    """Models compared (canonized: hilbert / lex / morton; unsorted; group_avg; deepsets)."""
-    dims: tuple[int, ...] = (2, 3, 5)
-    """Point dimensions of the sweep over d (at the full training set)."""
-    fractions: tuple[float, ...] = (1.0, 0.25)
-    """Training-set fractions of the data-scarcity sweep (official: 1, 1/2, 1/4, 1/8)."""
-    fraction_dim: int = 3
-    """Dimension of the data-scarcity sweep."""
-    n_train: int = 256
-    """Training clouds at fraction 1."""
-    n_test: int = 256
-    """Test clouds."""
-    n_points: int = 32
-    """Points per cloud (official ModelNet40: 1024)."""
-    n_classes: int = 4
-    """Synthetic classes."""
-    n_seeds: int = 3
-    """Seeds per setting (official: 5), trained together (vmapped)."""
-    train: TrainConfig = TrainConfig()
-    """Optimisation settings."""
-    data_seed: int = 0
-    """Seed of the synthetic data."""
-    name: str = "quick"
-    """Run-folder name under ``<root>/canon/classify``."""
-
-
-def run_classify(cfg: ClassifyConfig, root: str | Path, *, overwrite: bool = False) -> Path:
-    """Run both sweeps; one metrics row per (sweep, kind, d, fraction) with per-seed values."""
-    for k in cfg.kinds:
-        if k not in MODEL_KINDS:
-            raise ValueError(f"model kind {k!r}: expected one of {MODEL_KINDS}")
-    for f in cfg.fractions:
-        if not 0 < f <= 1:
-            raise ValueError(f"fraction {f!r}: expected in (0, 1]")
-    run = Run.create("classify", cfg.name, cfg, root=Path(root) / "canon", overwrite=overwrite)
-    seeds = list(range(cfg.n_seeds))
-    settings = [("d", d, 1.0) for d in cfg.dims]
-    settings += [("fraction", cfg.fraction_dim, f) for f in cfg.fractions]
-    data = {}
-    summary = {}
-    for sweep, d, frac in settings:
-        if d not in data:
-            x, y = synthetic_clouds(
-                cfg.n_train + cfg.n_test, cfg.n_points, d, cfg.n_classes, seed=cfg.data_seed + d
+    Returns a list (one per stride) of dicts of per-seed arrays: ``train_acc``,
+    ``train_acc_running``, ``test_acc``, ``gap``, ``loss`` (final epoch), plus ``n_train`` and the
+    per-epoch ``loss_curve`` ``(n_seeds, epochs)``. ``on_stride(i)`` is called after each stride.
+    """
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"model kind {kind!r}: expected one of {MODEL_KINDS}")
+    x_train, x_test = np.asarray(x_train, np.float32), np.asarray(x_test, np.float32)
+    if x_train.ndim != 3 or x_test.shape[1:] != x_train.shape[1:]:
+        raise ValueError(f"clouds {x_train.shape} / {x_test.shape}: expected (N, P, d) both")
+    _, p, d = x_train.shape
+    cfg = model_config(kind, train)
+    inp_tr = prepare_inputs(kind, x_train, cfg, seed=data_seed)
+    inp_te = prepare_inputs(kind, x_test, cfg, seed=data_seed + 1)
+    y_train, y_test = np.asarray(y_train), np.asarray(y_test)
+    results = []
+    for i, stride in enumerate(strides):
+        models, losses, running = train_models(
+            kind, inp_tr, y_train, n_classes, train, seeds, stride=stride, n_points=p, d=d
+        )
+        sub = np.arange(0, len(y_train), stride)
+        tr = (predict(models, inp_tr, idx=sub) == y_train[sub][None]).mean(1)
+        te = (predict(models, inp_te) == y_test[None]).mean(1)
+        losses = np.asarray(losses)
+        results.append(
+            dict(
+                n_train=len(sub),
+                train_acc=tr,
+                train_acc_running=np.asarray(running)[:, -1],
+                test_acc=te,
+                gap=tr - te,
+                loss=losses[:, -1],
+                loss_curve=losses,
             )
-            data[d] = (x[: cfg.n_train], y[: cfg.n_train], x[cfg.n_train :], y[cfg.n_train :])
-        xtr, ytr, xte, yte = data[d]
-        n = max(1, int(round(frac * cfg.n_train)))
-        for kind in cfg.kinds:
-            r = fit(kind, xtr, ytr, xte, yte, cfg.n_classes, cfg.train, seeds, n_train=n)
-            row = dict(sweep=sweep, kind=kind, d=d, fraction=frac, n_train=n)
-            for k, v in r.items():
-                row[k] = [float(a) for a in v]
-                row[k + "_mean"] = float(np.mean(v))
-                row[k + "_std"] = float(np.std(v))
-            run.log(**row)
-            summary[f"{sweep}/{kind}/d={d}/frac={frac:g}"] = {
-                "test_acc": row["test_acc_mean"],
-                "gap": row["gap_mean"],
-            }
-    run.finish(summary)
-    return run.path
-
-
-_COLORS = {
-    "hilbert": "tab:red",
-    "lex": "tab:orange",
-    "morton": "tab:brown",
-    "unsorted": "tab:purple",
-    "group_avg": "tab:blue",
-    "deepsets": "tab:green",
-}
-
-
-def plot_classify(run_dir: str | Path, out: str | Path) -> Path:
-    """Figure: test accuracy and generalization gap vs d and vs training fraction (mean +- std)."""
-    from geomopt import plotting
-
-    _, rows, _ = load_run(run_dir)
-    fig, axes = plotting.figure(2, 2, width=3.4, height=2.5)
-    for col, (sweep, xkey, xlabel) in enumerate(
-        [("d", "d", "point dimension d"), ("fraction", "fraction", "training fraction")]
-    ):
-        sub = [r for r in rows if r["sweep"] == sweep]
-        for kind in dict.fromkeys(r["kind"] for r in sub):
-            rs = sorted((r for r in sub if r["kind"] == kind), key=lambda r: r[xkey])
-            xs = [r[xkey] for r in rs]
-            for row, metric in enumerate(("test_acc", "gap")):
-                ax = axes[row, col]
-                m = np.array([r[metric + "_mean"] for r in rs])
-                s = np.array([r[metric + "_std"] for r in rs])
-                c = _COLORS.get(kind, plotting.color(kind))
-                ax.plot(xs, m, marker="o", ms=3, color=c, label=kind)
-                plotting.band(ax, xs, m - s, m + s, label_color=c)
-                ax.set_xlabel(xlabel)
-                ax.set_ylabel("test accuracy" if metric == "test_acc" else "train - test accuracy")
-                if sweep == "fraction":
-                    ax.set_xscale("log", base=2)
-    axes[0, 0].legend(fontsize=6)
-    return plotting.save(fig, out)
+        )
+        if on_stride is not None:
+            on_stride(i)
+    return results

@@ -1,0 +1,67 @@
+"""``canon/classify`` on the runner: the smoke preset end to end, the shape families, the
+gap-slope fit and config validation."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from geomopt.canon import exp_classify
+from geomopt.canon._data import shape_family_clouds
+from geomopt.experiment import execute, plot_run
+from geomopt.runs import read_run
+
+
+def test_smoke_run_layout_headline_and_figure(tmp_path):
+    exp = exp_classify.EXPERIMENT
+    cfg = exp.presets["smoke"]
+    out = execute(exp, cfg, preset="smoke", out=tmp_path)
+    assert out.path == tmp_path / "canon" / "classify" / "smoke"
+    for f in ("config.json", "metrics.jsonl", "summary.json"):
+        assert (out.path / f).is_file()
+    rec = read_run(out.path)
+    assert len(rec.metrics) == len(cfg.kinds) * len(cfg.dims) * len(cfg.strides)
+    for kind in ("lex", "hilbert", "morton", "unsorted", "group_avg", "deepsets"):
+        assert kind in cfg.kinds
+        assert {f"acc/{kind}/d2", f"gap/{kind}/d2", f"gap_slope/{kind}"} <= set(out.headline)
+        assert 0.0 <= out.headline[f"acc/{kind}/d2"] <= 1.0
+    row = rec.metrics[0]
+    assert row["gap_mean"] == pytest.approx(np.mean(row["gap"]))
+    assert row["test_acc_std"] == pytest.approx(np.std(row["test_acc"], ddof=1))
+    figs = plot_run(exp, out.path, tmp_path / "figs")
+    assert [f.name for f in figs] == ["classify_smoke.png"] and figs[0].stat().st_size > 0
+
+
+def test_gap_slope_recovers_a_linear_trend():
+    rows = [
+        {"stride": 1, "d": d, "gap": [0.1 + 0.02 * d + e for e in (-0.01, 0.01)]} for d in (2, 4, 8)
+    ]
+    slope, se = exp_classify.gap_slope(rows, (2, 4, 8))
+    assert slope == pytest.approx(0.02) and se < 0.005
+    assert np.isnan(exp_classify.gap_slope(rows[:1], (2,))[0])
+
+
+def test_shape_families_have_intrinsic_dimension_k():
+    kw = dict(seed=0, noise=0.0, k=3)
+    x, y = shape_family_clouds(60, 16, 5, 2, **kw, shuffle=False)
+    assert x.shape == (60, 16, 5) and np.bincount(y).tolist() == [30, 30]
+    for c in (0, 1):  # theta -> cloud is affine with k modes: rank k after centring
+        flat = x[y == c].reshape(30, -1).astype(np.float64)
+        sv = np.linalg.svd(flat - flat.mean(0), compute_uv=False)
+        assert sv[2] > 1e-2 * sv[0] and sv[3] < 1e-4 * sv[0]
+    xs, ys = shape_family_clouds(60, 16, 5, 2, **kw)
+    np.testing.assert_array_equal(ys, y)
+    assert not np.array_equal(xs, x)  # random point order ...
+    np.testing.assert_allclose(np.sort(xs, axis=1), np.sort(x, axis=1))  # ... of the same clouds
+    with pytest.raises(ValueError, match="k 0"):
+        shape_family_clouds(2, 3, 2, 2, k=0, seed=0)
+
+
+def test_validate_names_bad_fields():
+    base = exp_classify.EXPERIMENT.presets["quick"]
+    with pytest.raises(ValueError, match="kinds"):
+        exp_classify.validate(dataclasses.replace(base, kinds=("pointnet",)))
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        exp_classify.validate(dataclasses.replace(base, n_train=64, strides=(1, 8)))
+    with pytest.raises(ValueError, match="dims"):
+        exp_classify.validate(dataclasses.replace(base, dims=()))
