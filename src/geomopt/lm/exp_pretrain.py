@@ -120,7 +120,8 @@ NOTES = {
     "smoke": "tiny GPT (2 layers, width 32), offline bytes, 6 AdamW steps; seconds on a CPU",
     "quick": (
         "the CPU demo model (4 layers, width 256, context 256) on offline bytes, SignSGD 1e-3, "
-        "300 steps, phi every 100 steps"
+        "300 steps, phi every 100 steps; measured 16-18 s/step on 2 cores shared with other "
+        "jobs (load ~20), i.e. about 1.5 h"
     ),
     "paper": (
         "the paper's SignSGD run: GPT-2 124M (erf GELU, bf16), C4 shards, seq 512, 512 seqs/step, "
