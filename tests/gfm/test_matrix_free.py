@@ -42,7 +42,7 @@ def test_pcg_solves_spd_system():
     spd = a @ a.T + 0.5 * np.eye(12)
     b = rng.normal(size=(12,))
     diag = np.diag(spd)
-    x, k = pcg(
+    x, k, r = pcg(
         lambda v: jnp.asarray(spd) @ v,
         jnp.asarray(b),
         lambda r: r / jnp.asarray(diag),
@@ -51,6 +51,7 @@ def test_pcg_solves_spd_system():
     )
     np.testing.assert_allclose(np.asarray(x), np.linalg.solve(spd, b), rtol=1e-3, atol=1e-4)
     assert 1 <= int(k) <= 100
+    np.testing.assert_allclose(np.asarray(r), b - spd @ np.asarray(x), atol=1e-4)
 
 
 def test_slerp_follows_the_great_circle():
