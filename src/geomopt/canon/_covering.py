@@ -90,8 +90,8 @@ def pairwise_distances(a, b, kind: str, *, bits: int = 12, chunk: int = 64) -> n
     if kind == "wass":
         return np.array([[assignment_distance(x, y) for y in b] for x in a])
     if kind in ("lex", "hilbert"):
-        a = np.asarray(_canonical_form(jnp.asarray(a), kind, bits))
-        b = np.asarray(_canonical_form(jnp.asarray(b), kind, bits))
+        both = np.asarray(_canonical_form(jnp.asarray(np.concatenate([a, b])), kind, bits))
+        a, b = both[: len(a)], both[len(a) :]  # one shape, one compilation
     rows = [
         np.asarray(_mean_point_distance(jnp.asarray(a[i : i + chunk]), jnp.asarray(b)))
         for i in range(0, len(a), chunk)
