@@ -39,3 +39,20 @@ def test_stability_rejects_bad_input():
         stability_probe(np.full((1, 4, 2), np.nan), ["lex"], [1e-3])
     with pytest.raises(ValueError, match="eps"):
         stability_probe(np.zeros((1, 4, 2)), ["lex"], [0.0])
+
+
+def test_w_shortcut_equals_assignment():
+    """W = eps exactly when the point separation is >= 2 eps: the probe's shortcut and the
+    assignment solve agree."""
+    from geomopt.canon._covering import assignment_distance
+
+    x = np.random.default_rng(2).random((1, 12, 2))
+    diff = np.linalg.norm(x[0, :, None] - x[0, None], axis=-1) + np.eye(12) * 9
+    eps = diff.min() / 2.5
+    y = perturb(x[0], eps, np.random.default_rng(3))
+    assert assignment_distance(x[0], y) == pytest.approx(eps, rel=1e-9)
+    a = stability_probe(x, ["lex", "hilbert"], [eps, 0.3], n_perturb=64, seed=4)
+    b = stability_probe(x, ["lex", "hilbert"], [eps, 0.3], n_perturb=64, seed=4,
+                        max_ratio_clouds=5)  # fmt: skip
+    for ra, rb in zip(a, b, strict=True):
+        assert ra["changed"] == rb["changed"] and ra["disp"] == rb["disp"]

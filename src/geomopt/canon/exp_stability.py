@@ -46,6 +46,9 @@ class StabilityConfig:
     """Perturbations per cloud and eps."""
     bits: int = 12
     """Bits per axis of the Hilbert / Morton quantisation (official: 12)."""
+    max_ratio_clouds: int = 64
+    """Changed clouds per (order, d, eps) whose displacement / W is averaged (W needs an
+    assignment solve when eps is not small against the point separation); 0 = all."""
     saturate: float = 0.5
     """Fits use the eps with 0 < P(change) < saturate (the single-swap regime)."""
     seed: int = 0
@@ -62,6 +65,8 @@ def validate(cfg: StabilityConfig) -> None:
         raise ValueError(f"dims={cfg.dims!r}: expected integers >= 1")
     if not cfg.eps or any(not (e > 0) for e in cfg.eps):
         raise ValueError(f"eps={cfg.eps!r}: expected positive values")
+    if isinstance(cfg.max_ratio_clouds, bool) or cfg.max_ratio_clouds < 0:
+        raise ValueError(f"max_ratio_clouds={cfg.max_ratio_clouds!r}: expected an integer >= 0")
     for name in ("n_clouds", "n_points", "n_perturb", "bits"):
         v = getattr(cfg, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -81,7 +86,13 @@ def run(cfg: StabilityConfig, run: Run) -> dict[str, float]:
         bar.set_description(f"d={d}, {len(cfg.orders)} orders x {len(cfg.eps)} eps")
         x = np.random.default_rng([cfg.seed, d]).random((cfg.n_clouds, cfg.n_points, d))
         rows = stability_probe(
-            x, cfg.orders, cfg.eps, n_perturb=cfg.n_perturb, bits=cfg.bits, seed=cfg.seed + d
+            x,
+            cfg.orders,
+            cfg.eps,
+            n_perturb=cfg.n_perturb,
+            bits=cfg.bits,
+            seed=cfg.seed + d,
+            max_ratio_clouds=cfg.max_ratio_clouds or None,
         )
         run.log_rows(rows)
         for order in cfg.orders:
