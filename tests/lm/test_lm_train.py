@@ -189,7 +189,9 @@ def test_hellaswag_during_training_in_metrics_and_console(base, out, capsys):
 
 def test_console_line_every_log_every(base, out, capsys):
     cfg = dataclasses.replace(base, noise_every=0, eval_every=0, ckpt_every=0, tensorboard=False)
-    execute(EXPERIMENT, cfg, preset="smoke", out=out, name="console")
+    outcome = execute(EXPERIMENT, cfg, preset="smoke", out=out, name="console")
+    figures = plot_run(EXPERIMENT, outcome.path, out / "figures")  # one panel: no phi
+    assert [f.name for f in figures] == ["pretrain_loss_console.png"]
     err = capsys.readouterr().err
     assert "measured float32 1024x1024 matmul rate" in err
     lines = [ln for ln in err.splitlines() if "tok/s" in ln]

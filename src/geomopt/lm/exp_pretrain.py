@@ -199,7 +199,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     cfg = record.config_values
     optim_name = cfg["optim"]["algorithm"]
     fig, axes = figure(2 if phi.size else 1, 1, width=3.8, height=2.9)
-    ax = axes[0, 0]
+    ax = axes[0, 0] if phi.size else axes  # figure() returns one Axes for a single panel
     if train.size:
         ax.plot(*train.T, color=color(optim_name), alpha=0.45, label="train (per step)")
     if val.size:
