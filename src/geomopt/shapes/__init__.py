@@ -1,4 +1,4 @@
-"""3-D shapes with known ground truth for latent-space interpolation (GFM issue 14).
+"""Latent-interpolation applications of GFM (issue 14): 3-D shapes with known ground truth, digits.
 
 - :mod:`._family`: parametric solids (superquadric, torus, capsule, box), SDFs, marching-cubes
   meshes, surface sampling, and :func:`fit_family` (the closest family member to a cloud).
@@ -9,6 +9,8 @@
 - :mod:`._interp`: every interpolation method on latents (GFM, Jacobian, Stein, RBF, LAND,
   linear, SLERP) with the official noise / denoise pipeline.
 - :mod:`._io`: users' own meshes and point clouds (``.obj`` / ``.off`` / ``.ply`` / ``.npy``).
+- :mod:`._digits`: scikit-learn's 8x8 digits, a feature classifier and the image metrics
+  (PPL, PDV, quality, FID) with the substitutes it makes possible.
 """
 
 import lazy_loader as _lazy
@@ -30,6 +32,26 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "sdf",
             "shape_mesh",
         ],
+        "_digits": [
+            "Classifier",
+            "frechet_distance",
+            "load_digits",
+            "path_scores",
+            "perceptual_distance",
+            "train_classifier",
+        ],
+        "_interp": [
+            "METHODS",
+            "adam_energy",
+            "heun_denoise",
+            "interpolate_all",
+            "slerp",
+        ],
+        "_io": [
+            "evaluate_folders",
+            "load_folder",
+            "load_shape",
+        ],
         "_metrics": [
             "THRESHOLDS",
             "chamfer_matrix",
@@ -37,6 +59,17 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "normalize_cloud",
             "prepare_clouds",
             "set_metrics",
+        ],
+        "_model": [
+            "AEConfig",
+            "EDMTrainConfig",
+            "ShapeAutoencoder",
+            "decode_meshes",
+            "decode_sdf_grid",
+            "encode",
+            "shape_training_data",
+            "train_autoencoder",
+            "train_latent_edm",
         ],
     },
 )
