@@ -333,7 +333,9 @@ EXPERIMENT = Experiment(
     description="covering proxies (none / lex / Hilbert / Hungarian) on families of intrinsic "
     "dimension k: NN distance vs training clouds, vs d and k",
     presets={
-        "smoke": CoveringConfig(dims=(2, 3), ks=(1, 2), n_train=(4, 8), n_test=4, n_points=8),
+        "smoke": CoveringConfig(
+            dims=(2, 3), ks=(1,), k_dim=2, n_train=(4, 8), n_test=4, n_points=8
+        ),
         "quick": CoveringConfig(),
         "paper": CoveringConfig(
             dims=(2, 3, 4, 5, 6, 8, 10),
