@@ -31,16 +31,16 @@ def score():
 
 def test_crawling_pair_stops_early_and_reports_it(score):
     path, rep = gfm.solve(X0, X1, score=score, n_points=32)
-    assert rep.code == 7 and not rep.converged, rep.reason
-    assert rep.reason.startswith("stalled")
-    assert rep.iterations < 40
+    assert rep.code in (3, 7) and not rep.converged, rep.reason
+    assert rep.status == "stalled" and rep.reason.startswith("stalled")
+    assert rep.iterations < 200
     assert bool(jnp.all(jnp.isfinite(path)))
     # Not a premature stop: 25x the budget does not get the residual anywhere near tol.
     _, long = gfm.solve(X0, X1, score=score, n_points=32, max_iters=5000)
     assert not long.converged and long.residual > 0.9 * rep.residual
-    # The rule needs a full window of iterations: a tiny budget ends with "max_iters".
+    # The rule is judged in the second half of the budget: a tiny budget ends at max_iters.
     _, short = gfm.solve(X0, X1, score=score, n_points=32, max_iters=5)
-    assert short.code == 1 and short.iterations == 5
+    assert short.code == 1 and short.iterations == 5 and short.status == "max_iters"
 
 
 def test_a_loose_tol_on_the_same_pair_converges(score):
@@ -58,4 +58,4 @@ def test_batch_codes_match_single_solves(score):
         p, r = gfm.solve(y0[i], y1[i], score=score, n_points=32)
         assert rep.code[i] == r.code and rep.iterations[i] == r.iterations
         np.testing.assert_allclose(paths[i], p, atol=1e-9)
-    assert list(rep.code) == [7, 0], rep.reason
+    assert list(rep.status) == ["stalled", "converged"], rep.reason

@@ -150,15 +150,19 @@ def test_bad_input_raises():
 
 
 def test_metric_not_spd_on_initial_path_names_the_waypoint():
-    # The line from (-1, 1) to (1, -1) crosses y = 0 at waypoint 2 of 5, where I / y^2 blows up.
+    # G = y I is SPD at x0 (where the metric is sampled) but the line from (-1, 1) to (1, -1)
+    # crosses y = 0 at waypoint 2 of 5, where it is singular.
     with pytest.raises(ValueError, match="waypoint 2"):
         gfm.solve(
             jnp.array([-1.0, 1.0]),
             jnp.array([1.0, -1.0]),
-            metric=gfm.HalfPlane(),
+            metric=lambda x: x[1] * jnp.eye(2, dtype=x.dtype),
             lam=0.0,
             n_points=5,
         )
+    # The half-plane metric rejects the endpoint below the axis before solving.
+    with pytest.raises(ValueError, match="x_d = -1.0"):
+        gfm.solve(jnp.array([-1.0, 1.0]), jnp.array([1.0, -1.0]), metric=gfm.HalfPlane())
 
 
 def test_diverging_adam_reports_instead_of_nan():

@@ -4,7 +4,11 @@ being optimal under a freely chosen prior metric.
 Public API:
 
 - :func:`solve` — collocation solve (Levenberg-Marquardt / Gauss-Newton with banded linear
-  algebra, or the official Adam) for one endpoint pair or a batch; returns ``(path, report)``.
+  algebra, or the official Adam) for one endpoint pair or a batch; returns ``(path, report)``
+  with a :class:`Status` per pair (converged / stalled / max_iters / diverged / invalid_start).
+- initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
+  :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
+- validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`.
 - prior metrics: :class:`Euclidean`, :class:`Conformal`, :class:`Diagonal`,
   :class:`TorusMetric`, :class:`HalfPlane`, :class:`SphereCoordinates`.
 - residuals: :func:`local_residual`, :func:`path_residuals`, :func:`residual_norm`.
@@ -31,13 +35,23 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "LogDensityAt",
             "ScoreAt",
             "compiled_memory_bytes",
+            "denoiser_displacement",
             "path_metrics",
+            "path_validity",
             "prior_length",
         ],
         "_gfm": [
             "default_tol",
             "solve",
             "straight_line",
+        ],
+        "_init": [
+            "PERIODIC_COORDS",
+            "chord",
+            "coordinate_linear",
+            "project_with_denoiser",
+            "sequential_init",
+            "solve_continuation",
         ],
         "_matrix_free": [
             "MatrixFreeReport",
@@ -63,7 +77,9 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_solve": [
             "REASONS",
+            "STATUS_OF_CODE",
             "SolveReport",
+            "Status",
             "minimise_path",
         ],
     },

@@ -16,7 +16,15 @@ import jax.numpy as jnp
 from ._metrics import Euclidean
 from ._residuals import path_residuals, residual_norm
 
-__all__ = ["ScoreAt", "LogDensityAt", "path_metrics", "prior_length", "compiled_memory_bytes"]
+__all__ = [
+    "ScoreAt",
+    "LogDensityAt",
+    "path_metrics",
+    "prior_length",
+    "compiled_memory_bytes",
+    "denoiser_displacement",
+    "path_validity",
+]
 
 
 class ScoreAt(eqx.Module):
@@ -49,9 +57,85 @@ def prior_length(path, metric: Callable | None) -> jax.Array:
     return jnp.sum(jnp.sqrt(jnp.einsum("ki,kij,kj->k", dx, g, dx)))
 
 
+def _denoise_fn(denoiser) -> Callable:
+    """``(x, sigma) -> D(x, sigma)`` from a model with ``denoise`` or a plain callable."""
+    if hasattr(denoiser, "denoise"):
+        return denoiser.denoise
+    if callable(denoiser):
+        return denoiser
+    raise TypeError(
+        f"denoiser must have .denoise(x, sigma) or be a callable (x, sigma) -> D, got "
+        f"{type(denoiser).__name__}"
+    )
+
+
 @eqx.filter_jit
-def _metrics_one(path, manifold, metric, score, lam, log_density, kind):
+def _displacement(path, denoiser, sigma):
+    d = _denoise_fn(denoiser)
+    flat = path.reshape(-1, path.shape[-1])
+    out = jax.vmap(lambda x: d(x, sigma.astype(x.dtype)).astype(x.dtype) - x)(flat)
+    return jnp.linalg.norm(out, axis=-1).reshape(path.shape[:-1])
+
+
+def denoiser_displacement(path, denoiser, sigma=0.05) -> jax.Array:
+    """``|D(x, sigma) - x|`` at every waypoint: how far the denoiser moves each point.
+
+    A validity check that needs no true manifold and applies to any method's path (shape
+    ``(..., d)``; the result has shape ``(...)``). For a denoiser that has learned the data
+    support, ``D(x, sigma)`` is the posterior mean of the clean point (Tweedie), close to the
+    nearest point of the support for points within a few ``sigma`` of it, so the displacement
+    approximates the distance to the support there; far off the support the network is outside
+    its training distribution and the displacement is only a lower-bound-like indicator (see
+    ``experiments/gfm/README_solver.md`` for its calibration against the torus's true
+    distance). ``denoiser``: an object with ``denoise(x, sigma)`` (``EDMDenoiser`` and the
+    analytic potentials) or a callable ``(x, sigma) -> D``.
+    """
+    path = jnp.asarray(path)
+    sigma = jnp.asarray(sigma, path.dtype)
+    if sigma.shape != () or not bool(sigma > 0):
+        raise ValueError(f"sigma={sigma}: expected a positive scalar")
+    return _displacement(path, denoiser, sigma)
+
+
+def path_validity(
+    path, *, denoiser=None, sigma=0.05, manifold=None, threshold: float | None = None
+) -> dict[str, jax.Array]:
+    """Is a path (``(K, d)`` or ``(B, K, d)``) on the data support? Per path:
+
+    - ``displacement_mean`` / ``_max``: :func:`denoiser_displacement` along it (no true
+      manifold needed), when ``denoiser`` is given;
+    - ``distance_mean`` / ``_max``: the true distance to ``manifold`` (a
+      :mod:`geomopt.manifolds` shape), when given;
+    - ``on_manifold``: with a ``threshold``, ``distance_max <= threshold`` where the manifold is
+      known, else ``displacement_max <= threshold``.
+    """
+    path = jnp.asarray(path)
+    if path.ndim not in (2, 3):
+        raise ValueError(f"path of shape {path.shape}: expected (K, d) or (B, K, d)")
     out = {}
+    if denoiser is not None:
+        disp = denoiser_displacement(path, denoiser, sigma)
+        out.update(displacement_mean=jnp.mean(disp, -1), displacement_max=jnp.max(disp, -1))
+    if manifold is not None:
+        flat = path.reshape(-1, path.shape[-1])
+        dist = jax.jit(jax.vmap(manifold.distance))(flat).reshape(path.shape[:-1])
+        out.update(distance_mean=jnp.mean(dist, -1), distance_max=jnp.max(dist, -1))
+    if not out:
+        raise ValueError("path_validity needs a denoiser, a manifold, or both")
+    if threshold is not None:
+        worst = out["distance_max"] if manifold is not None else out["displacement_max"]
+        out["on_manifold"] = worst <= threshold
+    return out
+
+
+@eqx.filter_jit
+def _metrics_one(path, manifold, metric, score, lam, log_density, kind, denoiser, d_sigma):
+    out = {}
+    if denoiser is not None:
+        disp = _displacement(path, denoiser, d_sigma)
+        out.update(
+            displacement=disp, displacement_mean=jnp.mean(disp), displacement_max=jnp.max(disp)
+        )
     if manifold is not None:
         dist = jax.vmap(manifold.distance)(path)
         out.update(dist=dist, manifold_error_mean=jnp.mean(dist), manifold_error_max=jnp.max(dist))
@@ -72,18 +156,26 @@ def path_metrics(
     score: Callable | None = None,
     lam=1.0,
     log_density: Callable | None = None,
+    denoiser=None,
+    denoiser_sigma=0.05,
 ) -> dict[str, jax.Array]:
     """Metrics of one path ``(K, d)`` or a batch ``(B, K, d)`` (values gain a leading axis).
 
     ``manifold`` (a :mod:`geomopt.manifolds` shape, with ``distance``) gives ``dist`` (per
     waypoint), ``manifold_error_mean`` / ``_max``; ``metric`` the prior for ``prior_length`` and
     the residual; ``score``/``lam`` the potential of the GFM residual ``el_residual``
-    (``sqrt(mean_i r_i^T G r_i)``); ``log_density`` gives ``log_density_mean`` / ``_min``.
+    (``sqrt(mean_i r_i^T G r_i)``); ``log_density`` gives ``log_density_mean`` / ``_min``;
+    ``denoiser`` gives the validity check without the manifold, ``displacement`` (per
+    waypoint) and ``displacement_mean`` / ``_max`` (:func:`denoiser_displacement` at
+    ``denoiser_sigma``).
     """
     path = jnp.asarray(path)
     kind = "euclidean" if metric is None or isinstance(metric, Euclidean) else "metric"
     lam = jnp.asarray(lam, path.dtype)
-    f = lambda p: _metrics_one(p, manifold, metric, score, lam, log_density, kind)  # noqa: E731
+    d_sigma = jnp.asarray(denoiser_sigma, path.dtype)
+    f = lambda p: _metrics_one(  # noqa: E731
+        p, manifold, metric, score, lam, log_density, kind, denoiser, d_sigma
+    )
     if path.ndim == 3:
         return jax.vmap(f)(path)
     if path.ndim != 2:

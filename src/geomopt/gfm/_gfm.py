@@ -108,12 +108,13 @@ def _resolve_kind(residual: str, metric) -> str:
     return residual
 
 
-def _gfm_core(path0, lam, tol, max_iters, lr, clip, score, metric, kind, method, score_grad):
+def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, score_grad, lm_opts):
     """Batched GFM solve (traceable): ``path0`` is (B, K, d). Also returns per-waypoint validity
     of the initial path (metric Cholesky finite, score finite) for error messages."""
     k = path0.shape[1]
     dt = 1.0 / (k - 1)
     lam = lam.astype(path0.dtype)
+    lr, clip, eps = adam
     local = partial(
         local_residual,
         dt=dt,
@@ -135,7 +136,10 @@ def _gfm_core(path0, lam, tol, max_iters, lr, clip, score, metric, kind, method,
             max_iters=max_iters,
             lr=lr.astype(p.dtype),
             clip=clip.astype(p.dtype),
+            eps=eps.astype(p.dtype),
             reduce="mean",
+            diagnostics=True,
+            lm_options=dict(lm_opts),
         )
 
     def valid(p):
@@ -191,7 +195,7 @@ def _split_callables(score, metric):
 
 def _solver(treedef, static, cfg):
     """The jitted solve for one static configuration ``cfg``."""
-    kind, method, score_grad, n_points, batched, has_init = cfg
+    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype = cfg
 
     def run(x0, x1, init, dynamic, hyper, max_iters):
         it = iter(dynamic)
@@ -201,12 +205,17 @@ def _solver(treedef, static, cfg):
         path0 = init if has_init else straight_line(x0, x1, n_points)
         if not batched:
             path0 = path0[None]
-        lam, tol, lr, clip = hyper
-        (path, res, its, code), (ok_metric, ok_score) = _gfm_core(
-            path0, lam, tol, max_iters, lr, clip, score, metric, kind, method, score_grad
-        )
+        lam, tol, lr, clip, eps = hyper
+        (path, res, its, code, (bad_it, bad_wp)), (ok_metric, ok_score) = _gfm_core(
+            path0, lam, tol, max_iters, (lr, clip, eps), score, metric, kind, method, score_grad,
+            lm_opts,
+        )  # fmt: skip
         converged = jnp.any(code[:, None] == jnp.asarray(CONVERGED_CODES)[None], axis=1)
-        return (path if batched else path[0]), (res, its, code, converged, ok_metric, ok_score)
+        # The metric at one sample point (pair 0's first endpoint), checked on the host for
+        # symmetry and positive definiteness (the residual's Cholesky would symmetrise it).
+        g0 = metric(path0[0, 0]) if kind == "metric" else jnp.zeros((0, 0), path0.dtype)
+        stats = (res, its, code, converged, ok_metric, ok_score, bad_it, bad_wp, g0)
+        return (path if batched else path[0]), stats
 
     return jax.jit(run)
 
@@ -242,6 +251,8 @@ def solve(
     score_grad: bool | None = None,
     lr=0.05,
     clip=10.0,
+    eps=1e-8,
+    lm_options: dict | None = None,
 ):
     """Solve the GFM collocation problem between ``x0`` and ``x1``; return ``(path, report)``.
 
@@ -260,14 +271,25 @@ def solve(
         tol: stop when ``sqrt(mean_i r_i^T G r_i) <= tol``; default :func:`default_tol`.
         max_iters: iteration cap; default 200 (lm), 100 (gauss_newton), 1501 (adam, the official
             torus setting).
-        init: initial path ``(n_points, d)`` / ``(B, n_points, d)`` with the given endpoints;
-            default the straight line.
+        init: initial path ``(n_points, d)`` / ``(B, n_points, d)`` with the given endpoints,
+            or a name: ``"chord"`` (the straight line, the default), ``"slerp"``
+            (:func:`geomopt.gfm.slerp`) or ``"sequential"`` (the official sequential warm
+            start, :func:`geomopt.gfm.sequential_init`, with this solve's ``score``, ``lam``,
+            ``lr`` and a tenth of ``max_iters`` per waypoint). Other starts (on the manifold,
+            projected with the denoiser) are built by the functions of :mod:`geomopt.gfm._init`
+            and passed as arrays.
         residual: ``"auto"`` (Euclidean residual for ``metric=None``/:class:`Euclidean`, the
             metric residual otherwise), ``"euclidean"``, ``"hypersphere"`` or ``"metric"``.
         score_grad: differentiate through the score. Default True for lm/gauss_newton (exact
             Jacobian, quadratic convergence) and False for adam (the official code's constant
             force). The residual, and therefore the solution, is the same.
-        lr, clip: Adam's learning rate and global-norm gradient clip (official: 0.05 and 10).
+        lr, clip, eps: Adam's learning rate, global-norm gradient clip and epsilon. The official
+            settings differ per problem (torus metric runs A/B/C: lr 1e-3 / 5e-3 / 5e-4, clip
+            10, eps 1e-8 (PyTorch's default), 1501 iterations; 3-D shape latents: lr 0.01, no
+            clip, eps 1e-5, 500 iterations); pass them. Arrays: changing them does not recompile.
+        lm_options: Levenberg-Marquardt options (static: a new value compiles once):
+            ``geodesic`` (geodesic acceleration, default True), ``accel_ratio`` (0.75: largest
+            accepted ``2|a|/|v|``), ``slow_factor`` (10: the "too slow" stop, code 7).
 
     Returns:
         ``path`` of shape ``(n_points, d)`` (or ``(B, n_points, d)``) with the endpoints, and a
@@ -290,6 +312,8 @@ def solve(
     lam = _positive("lam", lam, allow_zero=True)
     dtype = x0n.dtype
     batched = x0n.ndim == 2
+    if isinstance(init, str):
+        init = _named_init(init, x0n, x1n, n_points, score, lam, lr, method, max_iters)
     if init is None:
         # The straight line's largest entry is at an endpoint (it is a convex combination).
         scale = float(max(np.max(np.abs(x0n)), np.max(np.abs(x1n))))
@@ -308,6 +332,7 @@ def solve(
         )
         if gap > 1e-6 * (1.0 + scale):
             raise ValueError(f"init's endpoints differ from x0/x1 by {gap:.3g}")
+    _check_metric_domain(metric, x0n, x1n, init_arg)
     tol = default_tol(n_points, dtype, scale) if tol is None else tol
     tol = _positive("tol", tol)
     max_iters = DEFAULT_MAX_ITERS[method] if max_iters is None else max_iters
@@ -315,18 +340,28 @@ def solve(
         raise ValueError(f"max_iters={max_iters!r}: expected an int >= 1")
     lr = _positive("lr", lr)
     clip = _positive("clip", clip, allow_inf=True)
+    eps = _positive("eps", eps)
+    lm_opts = tuple(sorted((lm_options or {}).items()))
+    unknown = {k for k, _ in lm_opts} - {"geodesic", "accel_ratio", "slow_factor"}
+    if unknown:
+        raise ValueError(
+            f"lm_options {sorted(unknown)}: expected keys geodesic, accel_ratio, slow_factor"
+        )
     if score_grad is None:
         score_grad = method != "adam"
-    cfg = (kind, method, bool(score_grad), n_points, batched, init is not None)
+    cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
+           np.dtype(dtype).name)  # fmt: skip
     fn, dynamic = _get_solver(score, metric, cfg)
     # Pass device arrays through untouched (no copy); convert anything else once.
     a0 = x0 if isinstance(x0, jax.Array) and x0.dtype == dtype else x0n
     a1 = x1 if isinstance(x1, jax.Array) and x1.dtype == dtype else x1n
-    hyper = np.array([lam, tol, lr, clip], dtype=dtype)
+    hyper = np.array([lam, tol, lr, clip, eps], dtype=dtype)
     t0 = time.perf_counter()
     path, stats = jax.block_until_ready(fn(a0, a1, init_arg, dynamic, hyper, np.asarray(max_iters)))
-    res, its, code, converged, ok_metric, ok_score = _to_host(stats)
+    res, its, code, converged, ok_metric, ok_score, bad_it, bad_wp, g0 = _to_host(stats)
     wall = time.perf_counter() - t0
+    if kind == "metric":
+        _check_metric_value(g0, x0n[0] if batched else x0n)
     _raise_on_bad_init(ok_metric, ok_score, batched)
     report = SolveReport(
         iterations=its,
@@ -335,8 +370,68 @@ def solve(
         code=code,
         wall_time=wall,
         method=method,
+        bad_iteration=bad_it,
+        bad_waypoint=bad_wp,
     )
     return path, (report if batched else report[0])
+
+
+INITS = ("chord", "slerp", "sequential")
+
+
+def _named_init(name, x0, x1, n_points, score, lam, lr, method, max_iters):
+    """The initial path named ``name`` (None for the chord, which the jitted solve builds)."""
+    from ._init import sequential_init
+    from ._matrix_free import slerp
+
+    if name == "chord":
+        return None
+    if name == "slerp":
+        return np.asarray(slerp(x0, x1, n_points))
+    if name == "sequential":
+        if score is None:
+            raise ValueError("init='sequential' needs a score (it balances the force)")
+        iters = DEFAULT_MAX_ITERS[method] if max_iters is None else max_iters
+        lr = _positive("lr", lr)
+        path = sequential_init(
+            x0, x1, n_points, score, lam=float(lam), lr=float(lr), iters=max(1, int(iters) // 10)
+        )
+        return np.asarray(path)
+    raise ValueError(f"init {name!r}: expected an array or one of {INITS}")
+
+
+def _check_metric_domain(metric, x0, x1, init):
+    """Host-side domain checks of the shipped metrics (e.g. the half-plane needs x_d > 0)."""
+    check = getattr(metric, "check_points", None)
+    if check is None:
+        return
+    check(x0, "x0")
+    check(x1, "x1")
+    if init is not None:
+        check(init, "init")
+
+
+def _check_metric_value(g, x):
+    """Reject a metric that is not symmetric positive-definite at the sample point ``x``."""
+    g = np.asarray(g, dtype=float)
+    if g.shape != (x.shape[-1],) * 2:
+        raise ValueError(f"metric returned shape {g.shape} at x0, expected {(x.shape[-1],) * 2}")
+    if not np.isfinite(g).all():
+        raise ValueError(f"metric at x0 = {x} has non-finite entries: {g.tolist()}")
+    scale = max(float(np.max(np.abs(g))), np.finfo(float).tiny)
+    asym = float(np.max(np.abs(g - g.T)))
+    rtol = 1e-5 if x.dtype == np.float32 else 1e-10
+    if asym > rtol * scale:
+        raise ValueError(
+            f"metric at x0 = {x} is not symmetric: max |G - G^T| = {asym:.3g} "
+            f"(max |G| = {scale:.3g}); expected a symmetric positive-definite matrix"
+        )
+    lo = float(np.min(np.linalg.eigvalsh(0.5 * (g + g.T))))
+    if not lo > 0:
+        raise ValueError(
+            f"metric at x0 = {x} is not positive-definite: smallest eigenvalue {lo:.3g}; "
+            "expected a symmetric positive-definite matrix"
+        )
 
 
 def _to_host(arrays):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 __all__ = [
@@ -107,7 +108,21 @@ class HalfPlane(Metric):
     """The hyperbolic (Poincare) upper half-space metric ``G(x) = I / x_d^2`` (needs ``x_d > 0``).
 
     In two dimensions its geodesics are vertical lines and semicircles centred on the x-axis.
+    ``gfm.solve`` rejects endpoints or initial paths with ``x_d <= 0`` (:meth:`check_points`).
     """
+
+    def check_points(self, x, name: str = "x") -> None:
+        """Raise ``ValueError`` naming the first point of ``x`` (``(..., d)``, on the host)
+        outside the upper half-space ``x_d > 0``."""
+        x = np.asarray(x)
+        bad = ~(x[..., -1] > 0)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            label = f"{name}[{', '.join(map(str, idx))}]" if idx else name
+            raise ValueError(
+                f"{label} = {x[idx].tolist()} has x_d = {float(x[idx][-1])}: the half-plane "
+                "metric needs x_d > 0"
+            )
 
     def __call__(self, x):
         return jnp.eye(x.shape[-1], dtype=x.dtype) / x[-1] ** 2
