@@ -241,8 +241,20 @@ def save_denoiser(path: str | Path, model: EDMDenoiser, config: DenoiserConfig) 
     atomic_write_json(path / MODEL_META, meta)
 
 
+def _load_leaf_as(f, like):
+    """Read one saved leaf and cast it to the dtype of ``like`` (the skeleton's leaf), so a
+    denoiser saved in float32 loads with x64 enabled (as float64, exactly) and one saved in
+    float64 loads without it (rounded to float32)."""
+    if eqx.is_array(like):
+        return jnp.asarray(np.load(f).astype(like.dtype))
+    return eqx.default_deserialise_filter_spec(f, like)
+
+
 def load_denoiser(path: str | Path) -> EDMDenoiser:
-    """Rebuild the denoiser saved by :func:`save_denoiser` in folder ``path`` (no retraining)."""
+    """Rebuild the denoiser saved by :func:`save_denoiser` in folder ``path`` (no retraining).
+
+    The weights take JAX's default float dtype of the loading process (float64 under
+    ``jax_enable_x64``, float32 otherwise), whatever dtype they were saved in."""
     path = Path(path)
     if not (path / MODEL_FILE).exists() or not (path / MODEL_META).exists():
         raise FileNotFoundError(f"{path}: no {MODEL_FILE} / {MODEL_META}; not a saved denoiser")
@@ -250,7 +262,7 @@ def load_denoiser(path: str | Path) -> EDMDenoiser:
     config = DenoiserConfig(**meta["model"])
     skeleton = EDMDenoiser(int(meta["data_dim"]), config, key=jax.random.key(0))
     with open(path / MODEL_FILE, "rb") as f:
-        return eqx.tree_deserialise_leaves(f, skeleton)
+        return eqx.tree_deserialise_leaves(f, skeleton, filter_spec=_load_leaf_as)
 
 
 def score_dir(manifold: str, root: str | Path = "results") -> Path:
