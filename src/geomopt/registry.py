@@ -24,6 +24,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.canon.exp_stability",
     "geomopt.canon.exp_classify",
     "geomopt.canon.exp_modelnet",
+    "geomopt.canon.exp_rotations",
     "geomopt.gfm.exp_shapes",
     "geomopt.gfm.exp_digits",
 )

@@ -332,9 +332,11 @@ def make_model(
 def training_model(kind: str, n_points: int, d: int, n_classes: int, cfg, *, key) -> eqx.Module:
     """The model whose ``apply`` consumes :func:`prepare_inputs` (``kind``'s architecture; the
     canonized MLPs are built with the identity order since their inputs come pre-sorted, so that
-    all four share one compiled training step)."""
+    all four share one compiled training step; likewise the PCA / skewness rotation models)."""
     if kind in ("lex", "hilbert", "morton"):
         return CanonMLP(n_points, d, n_classes, cfg, order="identity", key=key)
+    if kind in ("rot_pca", "rot_skew"):  # inputs come canonized: same network as rot_none
+        return make_model("rot_none", n_points, d, n_classes, cfg, key=key)
     return make_model(kind, n_points, d, n_classes, cfg, key=key)
 
 
