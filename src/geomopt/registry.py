@@ -27,6 +27,10 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.canon.exp_rotations",
     "geomopt.gfm.exp_shapes",
     "geomopt.gfm.exp_digits",
+    "geomopt.gfm.exp_train_score",
+    "geomopt.gfm.exp_paths",
+    "geomopt.gfm.exp_sigma_sweep",
+    "geomopt.gfm.exp_torus_metrics",
 )
 
 

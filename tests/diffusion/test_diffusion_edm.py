@@ -27,7 +27,6 @@ from geomopt.diffusion import (
     train_for_manifold,
 )
 from geomopt.manifolds import get_manifold, mean_distance
-from geomopt.runs import RunExistsError
 
 TINY = DenoiserConfig(width=32, n_blocks=2, embed_dim=16)
 
@@ -91,9 +90,9 @@ def test_bad_inputs(key, tmp_path):
     with pytest.raises(ValueError, match="non-finite"):
         train_denoiser(jnp.full((5, 2), jnp.nan), key=key)
     with pytest.raises(ValueError, match="unknown manifold 'klein'"):
-        train_for_manifold("klein", "smoke", root=tmp_path)
+        train_for_manifold("klein", "smoke", tmp_path)
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
-        train_for_manifold("circle", "huge", root=tmp_path)
+        train_for_manifold("circle", "huge", tmp_path)
     with pytest.raises(FileNotFoundError, match="not a saved denoiser"):
         load_denoiser(tmp_path)
     with pytest.raises(ValueError, match="method 'euler'"):
@@ -135,7 +134,7 @@ N_SAMPLES = SMOKE.n_samples
 def trained(tmp_path_factory):
     """The smoke preset's denoiser for the circle, trained once for the tests below."""
     root = tmp_path_factory.mktemp("scores")
-    model, summary = train_for_manifold("circle", SMOKE, root=root, progress=False)
+    model, summary = train_for_manifold("circle", SMOKE, root / "circle")
     return root, model, summary
 
 
@@ -154,7 +153,7 @@ def test_tiny_training_learns_the_circle(trained, key):
     untrained, _ = sample_pf_ode(fresh, key, N_SAMPLES, 2)
     d_untrained = float(mean_distance(circle, untrained))
     assert summary["sample_mean_distance"] < 0.3 * d_untrained, (summary, d_untrained)
-    samples = np.load(root / "gfm" / "scores" / "circle" / "samples.npy")
+    samples = np.load(root / "circle" / "samples.npy")
     assert float(mean_distance(circle, samples)) == pytest.approx(summary["sample_mean_distance"])
     # the learned score points towards the circle from outside and from inside
     xs = jnp.array([[1.3 * math.cos(0.4), 1.3 * math.sin(0.4)], [0.7, 0.0]])
@@ -184,8 +183,8 @@ def test_new_learning_rate_does_not_recompile(trained, key, monkeypatch):
 
 def test_checkpoint_round_trip_and_cache(trained, tmp_path):
     root, model, _ = trained
-    folder = root / "gfm" / "scores" / "circle"
-    for f in ("model.eqx", "model.json", "summary.json", "config.json", "samples.npy"):
+    folder = root / "circle"
+    for f in ("model.eqx", "model.json", "train_summary.json", "samples.npy"):
         assert (folder / f).exists(), f
     batch = eqx.filter_jit(lambda m, x: jax.vmap(m, in_axes=(0, None))(x, jnp.array(0.3)))
     xs = get_manifold("circle").sample(jax.random.key(5), 16, noise=0.2)
@@ -193,9 +192,9 @@ def test_checkpoint_round_trip_and_cache(trained, tmp_path):
     save_denoiser(tmp_path / "m", model, SMOKE.model)
     np.testing.assert_array_equal(batch(model, xs), batch(load_denoiser(tmp_path / "m"), xs))
     # the same settings load the saved model instead of retraining
-    again, summary = train_for_manifold("circle", SMOKE, root=root, progress=False)
+    again, summary = train_for_manifold("circle", SMOKE, folder)
     assert summary["loaded"]
     np.testing.assert_array_equal(batch(model, xs), batch(again, xs))
     # other settings do not silently replace it
-    with pytest.raises(RunExistsError, match="other settings"):
-        train_for_manifold("circle", dataclasses.replace(SMOKE, seed=1), root=root)
+    with pytest.raises(ValueError, match="other settings"):
+        train_for_manifold("circle", dataclasses.replace(SMOKE, seed=1), folder)

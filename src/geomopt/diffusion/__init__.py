@@ -3,8 +3,9 @@
 - :class:`EDMDenoiser` (``D(x, sigma)``, ``score = (D - x) / sigma^2``), its preconditioning and
   loss; :func:`train_denoiser`, :func:`save_denoiser` / :func:`load_denoiser`, and
   :func:`train_for_manifold` (train or load a denoiser for a :mod:`geomopt.manifolds` shape,
-  kept in ``results/gfm/scores/<manifold>/``).
-- :func:`sample_pf_ode`: the probability-flow ODE with diffrax (EDM Heun or adaptive Tsit5).
+  kept in a folder the caller names, e.g. an experiment's ``run.cache_dir``).
+- :func:`sample_pf_ode`: the probability-flow ODE with diffrax (EDM Heun or adaptive Tsit5);
+  :func:`pf_ode_denoise`: the same from given points at a given noise level.
 - Analytic potentials with exact scores for tests: :class:`SmoothedCircle`,
   :class:`SmoothedSphere` (closed forms), :class:`SmoothedManifold` (quadrature, any shape),
   :class:`GaussianMixture`.
@@ -37,6 +38,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_sample": [
             "edm_sigma_steps",
+            "pf_ode_denoise",
             "sample_pf_ode",
         ],
         "_train": [
@@ -45,10 +47,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "TrainConfig",
             "load_denoiser",
             "save_denoiser",
-            "score_dir",
             "train_denoiser",
             "train_for_manifold",
-            "train_scores",
         ],
     },
 )

@@ -1,16 +1,13 @@
-"""Training the EDM denoiser on manifold samples, checkpoints, and cached per-manifold models.
+"""Training the EDM denoiser on manifold samples, and trained denoisers cached per manifold.
 
 ``train_denoiser`` runs one jitted Adam step, ``lax.scan``-ned over chunks of ``log_every``
 steps (one host round trip per chunk); batches are drawn uniformly with replacement from the
 training set each step (the official code shuffles epochs; in expectation the same).
 ``train_for_manifold`` draws the training set from :mod:`geomopt.manifolds`, trains, samples
 the PF-ODE to measure what the model learned (the samples' mean distance to the manifold) and
-saves everything in a run folder ``<root>/gfm/scores/<manifold>/``:
-
-- ``config.json``, ``metrics.jsonl`` (loss per chunk), ``summary.json`` (see :mod:`geomopt.runs`),
-- ``model.eqx`` (``eqx.tree_serialise_leaves``) and ``model.json`` (what rebuilds the model),
-  both written atomically; ``samples.npy``, the PF-ODE samples.
-
+saves everything in a folder the caller chooses (experiments pass
+``run.cache_dir("denoiser", key)``): ``model.eqx`` + ``model.json`` (:func:`save_denoiser`),
+``samples.npy`` (the PF-ODE samples) and ``train_summary.json`` (config, chunk losses, summary).
 A later call with the same settings loads the saved model instead of retraining.
 """
 
@@ -21,7 +18,7 @@ import io
 import json
 import time
 from pathlib import Path
-from typing import Literal
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -33,15 +30,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from geomopt.diffusion._edm import DenoiserConfig, EDMDenoiser, edm_loss
 from geomopt.diffusion._sample import sample_pf_ode
 from geomopt.manifolds import MANIFOLDS, get_manifold
-from geomopt.runs import (
-    Progress,
-    Run,
-    RunExistsError,
-    atomic_write_bytes,
-    atomic_write_json,
-    load_run,
-    to_jsonable,
-)
+from geomopt.runs import atomic_write_bytes, atomic_write_json, to_jsonable
 
 __all__ = [
     "TrainConfig",
@@ -51,13 +40,12 @@ __all__ = [
     "save_denoiser",
     "load_denoiser",
     "train_for_manifold",
-    "score_dir",
-    "train_scores",
 ]
 
 MODEL_FILE = "model.eqx"
 MODEL_META = "model.json"
 SAMPLES_FILE = "samples.npy"
+TRAIN_SUMMARY = "train_summary.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,14 +154,16 @@ def train_denoiser(
     model_config: DenoiserConfig | None = None,
     train_config: TrainConfig | None = None,
     model: EDMDenoiser | None = None,
-    run: Run | None = None,
-    progress: bool = True,
+    progress=None,
+    log: Callable[[int, float], None] | None = None,
 ) -> tuple[EDMDenoiser, np.ndarray]:
     """Train an :class:`EDMDenoiser` on ``data`` (rows are examples) with EDM's loss and Adam.
 
     ``model_config`` / ``train_config`` default to the official settings.
     Returns ``(model, losses)`` with the loss of every step. ``model`` continues training an
-    existing denoiser; ``run`` receives one metrics row per chunk (mean loss of the chunk).
+    existing denoiser; ``progress`` (an object with ``update(n, **postfix)``, e.g. a
+    :class:`geomopt.experiment.Progress`) and ``log(step, loss)`` get one call per chunk (mean
+    loss of the chunk).
     The learning rate and the ``P_mean``/``P_std`` are traced arrays, so changing them reuses
     the compiled step.
     """
@@ -201,7 +191,6 @@ def train_denoiser(
     chunk = min(train_config.log_every, train_config.steps)
     n_chunks, rest = divmod(train_config.steps, chunk)
     sizes = [chunk] * n_chunks + ([rest] if rest else [])
-    bar = Progress(train_config.steps, "train denoiser", enabled=progress)
     losses, done = [], 0
     for i, size in enumerate(sizes):
         params, opt_state, chunk_losses = _train_chunk(
@@ -217,11 +206,12 @@ def train_denoiser(
         )
         losses.append(chunk_losses)
         done += size
-        chunk_loss = jnp.mean(chunk_losses)
-        bar.update(done, {"loss": chunk_loss})
-        if run is not None:
-            run.log(done, loss=chunk_loss)
-    bar.close({"loss": chunk_loss})
+        if progress or log is not None:
+            chunk_loss = float(jnp.mean(chunk_losses))
+            if progress:
+                progress.update(size, loss=chunk_loss)
+            if log is not None:
+                log(done, chunk_loss)
     losses = np.asarray(jnp.concatenate(losses))
     if not np.all(np.isfinite(losses)):
         raise FloatingPointError(
@@ -265,35 +255,34 @@ def load_denoiser(path: str | Path) -> EDMDenoiser:
         return eqx.tree_deserialise_leaves(f, skeleton, filter_spec=_load_leaf_as)
 
 
-def score_dir(manifold: str, root: str | Path = "results") -> Path:
-    """The folder ``<root>/gfm/scores/<manifold>`` where a manifold's denoiser is kept."""
-    return Path(root) / "gfm" / "scores" / manifold
-
-
-def _resolve(config: ScoreConfig | str, manifold: str) -> ScoreConfig:
-    if isinstance(config, str):
-        if config not in SCORE_PRESETS:
-            raise ValueError(f"unknown preset {config!r}; expected one of {sorted(SCORE_PRESETS)}")
-        config = SCORE_PRESETS[config][1]
-    return dataclasses.replace(config, manifold=manifold)
+def _same_config(saved: dict, cfg: ScoreConfig) -> bool:
+    return saved == json.loads(json.dumps(to_jsonable(cfg)))
 
 
 def train_for_manifold(
     manifold: str,
-    config: ScoreConfig | Literal["smoke", "quick", "paper"] = "quick",
+    config: ScoreConfig | str,
+    folder: str | Path,
     *,
-    root: str | Path = "results",
-    overwrite: bool = False,
     retrain: bool = False,
-    progress: bool = True,
+    progress=None,
+    log: Callable[[int, float], None] | None = None,
 ) -> tuple[EDMDenoiser, dict]:
-    """A trained denoiser for ``manifold``, kept in ``score_dir(manifold, root)``.
+    """A trained denoiser for ``manifold``, kept in ``folder`` (e.g. an experiment's
+    ``run.cache_dir("denoiser", key)``, keyed by the manifold and the training config).
 
-    If that folder holds a finished run with the same config, the saved model is loaded
-    (training is deterministic given the config and its seed, so this is the model a retrain
-    would give on the same backend); ``retrain=True`` trains anyway. A finished run with a
-    DIFFERENT config is replaced only with ``overwrite=True`` (otherwise
-    :class:`geomopt.runs.RunExistsError`).
+    ``config`` is a :class:`ScoreConfig` or the name of one of :data:`SCORE_PRESETS`. If
+    ``folder`` holds a model trained with the same config (``train_summary.json``), it is
+    loaded (training is deterministic given the config and its seed, so this is the model a
+    retrain would give on the same backend); ``retrain=True`` trains anyway. A saved model with
+    a DIFFERENT config is never loaded: :class:`ValueError` names the folder.
+
+    Trains on ``config.n_data`` points drawn from the manifold with its default noise, then
+    samples the PF-ODE (EDM Heun, ``config.sample_steps`` steps) to measure what was learned.
+    Writes ``model.eqx`` / ``model.json`` (:func:`save_denoiser`), ``samples.npy`` and
+    ``train_summary.json`` (config, losses per chunk, summary). ``progress`` (an object with
+    ``update(n, **postfix)``, e.g. ``run.progress(total=steps)``) and ``log(step, loss)`` see
+    the training chunks.
 
     Returns ``(model, summary)``; the summary holds ``final_loss`` / ``initial_loss`` (mean of
     the last / first 100 steps), the PF-ODE samples' ``sample_mean_distance`` /
@@ -303,40 +292,49 @@ def train_for_manifold(
     """
     if manifold not in MANIFOLDS:
         raise ValueError(f"unknown manifold {manifold!r}; expected one of {sorted(MANIFOLDS)}")
-    cfg = _resolve(config, manifold)
-    folder = score_dir(manifold, root)
-    if (folder / "summary.json").exists() and (folder / MODEL_FILE).exists():
-        saved_cfg, _, summary = load_run(folder)
-        same = saved_cfg == json.loads(json.dumps(to_jsonable(cfg)))
-        if same and not retrain:
-            return load_denoiser(folder), {**summary, "loaded": True}
-        if not same and not overwrite:
-            raise RunExistsError(
-                f"{folder} holds a denoiser trained with other settings; pass overwrite=True "
-                "to retrain it"
+    if isinstance(config, str):
+        if config not in SCORE_PRESETS:
+            raise ValueError(f"unknown preset {config!r}; expected one of {sorted(SCORE_PRESETS)}")
+        config = SCORE_PRESETS[config][1]
+    cfg = dataclasses.replace(config, manifold=manifold)
+    folder = Path(folder)
+    record = folder / TRAIN_SUMMARY
+    if record.exists() and (folder / MODEL_FILE).exists() and not retrain:
+        try:
+            saved = json.loads(record.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{record}: corrupt JSON ({e}); delete the folder to retrain") from e
+        if not _same_config(saved.get("config"), cfg):
+            raise ValueError(
+                f"{folder} holds a denoiser trained with other settings; use another folder "
+                "or retrain=True"
             )
-    run = Run.create("scores", manifold, cfg, root=Path(root) / "gfm", overwrite=True)
+        return load_denoiser(folder), {**saved["summary"], "loaded": True}
+    folder.mkdir(parents=True, exist_ok=True)
     m = get_manifold(manifold)
     key = jax.random.key(cfg.seed)
     k_data, k_train, k_sample = jax.random.split(key, 3)
     data = m.sample(k_data, cfg.n_data)
+    chunks: list[tuple[int, float]] = []
+
+    def _log(step, loss):
+        chunks.append((step, loss))
+        if log is not None:
+            log(step, loss)
+
     t0 = time.perf_counter()
     model, losses = train_denoiser(
         data,
         key=k_train,
         model_config=cfg.model,
         train_config=cfg.train,
-        run=run,
         progress=progress,
+        log=_log,
     )
     train_seconds = time.perf_counter() - t0
-    save_denoiser(run.path, model, cfg.model)
     samples, info = sample_pf_ode(
         model, k_sample, cfg.n_samples, m.ambient_dim, num_steps=cfg.sample_steps
     )
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(samples))
-    atomic_write_bytes(run.path / SAMPLES_FILE, buf.getvalue())
     distance = jax.jit(jax.vmap(m.distance))
     dists = np.asarray(distance(samples))
     n_ref = min(cfg.n_samples, cfg.n_data)
@@ -350,29 +348,9 @@ def train_for_manifold(
         "sampler_steps": info["num_steps"],
         "train_seconds": train_seconds,
     }
-    run.finish(summary)
+    save_denoiser(folder, model, cfg.model)
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(samples))
+    atomic_write_bytes(folder / SAMPLES_FILE, buf.getvalue())
+    atomic_write_json(record, {"config": cfg, "losses": chunks, "summary": summary})
     return model, {**summary, "loaded": False}
-
-
-def train_scores(
-    manifolds: tuple[str, ...] | list[str],
-    config: ScoreConfig | Literal["smoke", "quick", "paper"] = "quick",
-    *,
-    root: str | Path = "results",
-    overwrite: bool = False,
-    retrain: bool = False,
-    progress: bool = True,
-) -> list[dict]:
-    """:func:`train_for_manifold` for each manifold; writes the summaries, one row per manifold,
-    to ``<root>/gfm/scores/summary.json`` and returns them."""
-    unknown = [m for m in manifolds if m not in MANIFOLDS]
-    if unknown:
-        raise ValueError(f"unknown manifolds {unknown}; expected names from {sorted(MANIFOLDS)}")
-    rows = []
-    for name in manifolds:
-        _, summary = train_for_manifold(
-            name, config, root=root, overwrite=overwrite, retrain=retrain, progress=progress
-        )
-        rows.append({"manifold": name, **summary})
-    atomic_write_json(Path(root) / "gfm" / "scores" / "summary.json", rows)
-    return rows

@@ -1,0 +1,200 @@
+"""``gfm/sigma_sweep``: GFM and the score-based baselines as the score's noise level goes from
+0.5 to 0.01, against a trained denoiser.
+
+    uv run experiments/gfm/sigma_sweep.py [smoke|quick|paper] [--field value ...]
+
+The density-aware metrics scale like ``1/sigma`` (Jacobian, Stein's ``s s^T`` term like
+``1/sigma^2``) or ``exp(d^2 / 2 sigma^2)`` (1/p) off the manifold, which is where they become
+unstable; GFM's residual is linear in the score. Same pairs, initialisations, official baseline
+settings and honest outcome counts as ``gfm/paths`` (see ``geomopt.gfm._protocol``); a pair fails
+when it stalls, diverges or ends off the manifold. Module-level imports are light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Literal
+
+from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class SigmaSweepConfig:
+    """Methods at each noise level on the same pairs (see the module doc).
+
+    Paper command: ``uv run experiments/gfm/sigma_sweep.py paper``."""
+
+    manifold: str = "torus"
+    """Manifold (torus or twin_peaks)."""
+    sigmas: tuple[float, ...] = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+    """Noise levels of the score."""
+    methods: tuple[str, ...] = ("gfm", "jacobian", "stein", "inverse_density")
+    """Sigma-dependent methods (rbf / land / linear do not use the score)."""
+    gfm_init: str = "denoised"
+    """GFM's initial path: denoised, chord or slerp (see gfm/paths)."""
+    potential: Literal["trained", "analytic"] = "trained"
+    """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
+    denoiser: DenoiserSpec = QUICK_DENOISER
+    """Denoiser network and training (cached by manifold + spec)."""
+    lam: float = 1.0
+    """GFM's lambda."""
+    n_pairs: int = 8
+    """Endpoint pairs."""
+    pair_seed: int = 0
+    """Seed of the pairs."""
+    n_points: int = 50
+    """Waypoints per path."""
+    on_manifold_tol: float = 0.1
+    """A path is on the manifold when its largest distance to it is at most this."""
+    check_sigma: float = 0.05
+    """Noise level of the denoiser displacement check."""
+
+
+def check_common(cfg) -> None:
+    """Checks shared by gfm/paths and gfm/sigma_sweep; ``ValueError`` names the field."""
+    for n in ("sigma", "lam", "on_manifold_tol", "check_sigma"):
+        if not hasattr(cfg, n):
+            continue
+        v = getattr(cfg, n)
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and (v > 0 or n == "lam")):
+            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
+    if cfg.lam < 0:
+        raise ValueError(f"lam={cfg.lam!r}: expected >= 0")
+    if isinstance(cfg.n_points, bool) or not isinstance(cfg.n_points, int) or cfg.n_points < 4:
+        raise ValueError(f"n_points={cfg.n_points!r}: expected an integer >= 4")
+
+
+def validate(cfg: SigmaSweepConfig) -> None:
+    known = ("gfm", "jacobian", "stein", "inverse_density")
+    bad = [m for m in cfg.methods if m not in known]
+    if bad or not cfg.methods:
+        raise ValueError(f"methods={cfg.methods!r}: expected names from {known}")
+    if cfg.manifold not in ("torus", "twin_peaks"):
+        raise ValueError(f"manifold={cfg.manifold!r}: expected 'torus' or 'twin_peaks'")
+    if cfg.gfm_init not in ("denoised", "chord", "slerp"):
+        raise ValueError(f"gfm_init={cfg.gfm_init!r}: expected denoised, chord or slerp")
+    if not cfg.sigmas or not all(isinstance(s, (int, float)) and s > 0 for s in cfg.sigmas):
+        raise ValueError(f"sigmas={cfg.sigmas!r}: expected positive numbers")
+    if isinstance(cfg.n_pairs, bool) or not isinstance(cfg.n_pairs, int) or cfg.n_pairs < 1:
+        raise ValueError(f"n_pairs={cfg.n_pairs!r}: expected an integer >= 1")
+    check_common(cfg)
+    validate_spec(cfg.denoiser)
+
+
+def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
+    import jax
+
+    from geomopt.gfm._potentials import potential_for
+    from geomopt.gfm._protocol import evaluate, sample_pairs, solve_method, summarise
+    from geomopt.gfm.exp_paths import markdown_table
+    from geomopt.manifolds import get_manifold
+
+    model, info = potential_for(run, cfg.manifold, cfg.potential, cfg.denoiser)
+    run.details["denoiser"] = info
+    manifold = get_manifold(cfg.manifold)
+    headline: dict[str, float] = {}
+    table = []
+    bar = run.progress(total=len(cfg.sigmas) * len(cfg.methods), desc="sigma sweep")
+    with jax.enable_x64(True):
+        x0, x1 = sample_pairs(manifold, cfg.n_pairs, jax.random.key(cfg.pair_seed))
+        for sigma in cfg.sigmas:
+            for method in cfg.methods:
+                bar.set_description(f"sigma={sigma:g}, {method}")
+                out = solve_method(
+                    method, x0, x1, model=model, sigma=sigma, lam=cfg.lam,
+                    n_points=cfg.n_points, init=cfg.gfm_init,
+                )  # fmt: skip
+                ev = evaluate(
+                    out["paths"], manifold=manifold, model=model, sigma=sigma, lam=cfg.lam,
+                    check_sigma=cfg.check_sigma, tol=cfg.on_manifold_tol,
+                )  # fmt: skip
+                run.log_rows(
+                    dict(sigma=sigma, method=method, pair=i, status=out["status"][i],
+                         code=int(out["code"][i]), error_mean=ev["error_mean"][i],
+                         error_max=ev["error_max"][i], on_manifold=bool(ev["on_manifold"][i]))
+                    for i in range(cfg.n_pairs)
+                )  # fmt: skip
+                row = dict(sigma=sigma, method=method, **summarise(out["status"], ev))
+                row["seconds"] = out["seconds"]
+                table.append(row)
+                headline[f"{method}/sigma={sigma:g}/error"] = row["error_mean"]
+                headline[f"{method}/sigma={sigma:g}/failure"] = 1.0 - row["success"]
+                bar.update(1)
+    bar.close()
+    run.details["table"] = table
+    text = markdown_table(table, ("sigma", "method"))
+    (run.path / "table.md").write_text(text)
+    run.print(text)
+    return headline
+
+
+def plot(run_dir: Path, out: Path) -> list[Path]:
+    """``gfm_sigma_sweep.png``: mean manifold error and failure fraction vs sigma per method."""
+    import numpy as np
+
+    from geomopt import plotting
+    from geomopt.gfm._protocol import LABELS
+    from geomopt.gfm.exp_paths import method_color
+    from geomopt.runs import read_run
+
+    record = read_run(run_dir)
+    cfg = record.config_values
+    table = record.details["table"]
+    fig, axes = plotting.figure(2, 1, width=3.6, height=2.9)
+    ax_e, ax_f = axes.ravel()
+    sigmas = sorted({r["sigma"] for r in table})
+    n_methods = len(cfg["methods"])
+    for j, method in enumerate(cfg["methods"]):
+        rows = sorted((r for r in table if r["method"] == method), key=lambda r: r["sigma"])
+        s = np.array([r["sigma"] for r in rows])
+        err = np.array([r["error_mean"] for r in rows], float)
+        fail = np.array([1.0 - r["success"] for r in rows])
+        c = method_color(method)
+        ax_e.plot(s, err, "o-", color=c, label=LABELS.get(method, method))
+        # a small vertical offset per method so that equal fractions do not hide each other
+        offset = 0.02 * (j - (n_methods - 1) / 2)
+        ax_f.plot(s, fail + offset, "o-", color=c, label=LABELS.get(method, method))
+    for ax in (ax_e, ax_f):
+        ax.set_xscale("log")
+        ax.set_xticks(sigmas)
+        ax.set_xticklabels([f"{v:g}" for v in sigmas])
+        ax.minorticks_off()
+        ax.set_xlabel("sigma of the score")
+        ax.invert_xaxis()
+    ax_e.set_yscale("log")
+    ax_e.set_ylabel("mean distance to the manifold")
+    ax_e.set_title(f"{cfg['manifold']}, {cfg['n_pairs']} pairs, {cfg['potential']} score")
+    ax_f.set_ylabel("fraction failed (stalled, diverged, off)")
+    ax_f.set_ylim(-0.05, 1.05)
+    ax_f.set_title(f"off: max distance > {cfg['on_manifold_tol']:g} (lines offset)")
+    ax_f.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return [plotting.save(fig, figure_path(run_dir, out, "gfm_sigma_sweep"))]
+
+
+EXPERIMENT = Experiment(
+    name="gfm/sigma_sweep",
+    description="GFM vs the score-based metrics as sigma goes 0.5 -> 0.01 (trained score)",
+    presets={
+        "smoke": SigmaSweepConfig(
+            sigmas=(0.3, 0.03),
+            methods=("gfm", "stein"),
+            denoiser=SMOKE_DENOISER,
+            n_pairs=2,
+            n_points=10,
+        ),  # fmt: skip
+        "quick": SigmaSweepConfig(),
+        "paper": SigmaSweepConfig(denoiser=DenoiserSpec(), n_pairs=32),
+    },
+    notes={
+        "smoke": "2 sigmas, GFM + Stein, 2 pairs, tiny denoiser (seconds)",
+        "quick": "torus, 6 sigmas, 4 methods, 8 pairs, 50 waypoints, quick denoiser (CPU, minutes)",
+        "paper": "official 128x4 denoiser, 32 pairs",
+    },
+    run=run,
+    plot=plot,
+    validate=validate,
+    figures_dir="experiments/gfm/figures",
+)

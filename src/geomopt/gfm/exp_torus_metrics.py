@@ -1,0 +1,227 @@
+"""``gfm/torus_metrics``: the official torus runs A / B / C: three (alpha, beta) priors
+``G = alpha e_th e_th^T + beta e_ph e_ph^T + gamma n n^T`` between (1.2, 0, 0.4) and
+(-1.2, 0, 0.4), against a trained torus denoiser.
+
+    uv run experiments/gfm/torus_metrics.py [smoke|quick|paper] [--field value ...]
+
+Exactly as the official runs: sigma 0.1, lambda 1, gamma 1; run A (0.05, 0.5) with 20 waypoints,
+B (5, 0.1) with 20, C (1, 0.01) with 25; the initial path linear in the intrinsic angles mapped
+onto the surface (both endpoints have poloidal angle pi/2, so it is the top circle). Each run is
+solved by our Levenberg-Marquardt and by the official Adam (lr 1e-3 / 5e-3 / 5e-4, clip 10, 1501
+iterations). A route is named by the poloidal angle at the path's middle (outer 0, top pi/2,
+inner pi, bottom -pi/2); an off-manifold path is reported as such. Module-level imports are light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Literal
+
+from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
+
+OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))
+
+
+@dataclasses.dataclass(frozen=True)
+class TorusMetricsConfig:
+    """The official torus metric-prior runs (see the module doc).
+
+    Paper command: ``uv run experiments/gfm/torus_metrics.py paper``."""
+
+    runs: tuple[tuple[str, float, float, int, float], ...] = OFFICIAL_RUNS
+    """(name, alpha, beta, waypoints, Adam lr) per run (official A, B, C)."""
+    gamma: float = 1.0
+    """Normal-direction weight of the prior."""
+    sigma: float = 0.1
+    """Noise level of the score (official 0.1)."""
+    lam: float = 1.0
+    """GFM's lambda (official 1)."""
+    solvers: tuple[str, ...] = ("lm", "adam")
+    """lm (ours) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
+    adam_iters: int = 1501
+    """Official Adam iterations."""
+    potential: Literal["trained", "analytic"] = "trained"
+    """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
+    denoiser: DenoiserSpec = QUICK_DENOISER
+    """Denoiser network and training (cached by manifold + spec)."""
+    on_manifold_tol: float = 0.1
+    """A path is on the manifold when its largest distance to it is at most this."""
+
+
+def validate(cfg: TorusMetricsConfig) -> None:
+    for r in cfg.runs:
+        if len(r) != 5 or not (r[1] > 0 and r[2] > 0 and r[4] > 0) or int(r[3]) < 4:
+            raise ValueError(f"runs entry {r!r}: expected (name, alpha>0, beta>0, K>=4, lr>0)")
+    bad = [s for s in cfg.solvers if s not in ("lm", "adam")]
+    if bad or not cfg.solvers:
+        raise ValueError(f"solvers={cfg.solvers!r}: expected 'lm' and/or 'adam'")
+    for n in ("gamma", "sigma", "on_manifold_tol"):
+        v = getattr(cfg, n)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
+    if cfg.adam_iters < 1:
+        raise ValueError(f"adam_iters={cfg.adam_iters!r}: expected >= 1")
+    validate_spec(cfg.denoiser)
+
+
+ROUTES = {"outer": 0.0, "top": math.pi / 2, "inner": math.pi, "bottom": -math.pi / 2}
+
+
+def angle_linear_init(n_points: int, th0, ph0, th1, ph1, major=1.2, minor=0.4):
+    """The official initialisation: linear in the intrinsic angles (th, ph), mapped onto the
+    torus surface."""
+    import numpy as np
+
+    t = np.linspace(0.0, 1.0, n_points)
+    th, ph = th0 + t * (th1 - th0), ph0 + t * (ph1 - ph0)
+    ring = major + minor * np.cos(th)
+    return np.stack([ring * np.cos(ph), ring * np.sin(ph), minor * np.sin(th)], 1)
+
+
+def poloidal_angle(p, major=1.2):
+    import numpy as np
+
+    p = np.asarray(p)
+    return np.arctan2(p[..., 2], np.hypot(p[..., 0], p[..., 1]) - major)
+
+
+def route_of(path) -> str:
+    """The route's name from the poloidal angle at the middle waypoint (nearest of ROUTES)."""
+    th = float(poloidal_angle(path[len(path) // 2]))
+    return min(ROUTES, key=lambda r: abs(math.remainder(th - ROUTES[r], 2 * math.pi)))
+
+
+def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
+    import jax
+    import numpy as np
+
+    from geomopt import gfm
+    from geomopt.gfm._potentials import potential_for
+    from geomopt.gfm._protocol import status_of_codes
+    from geomopt.manifolds import get_manifold
+
+    model, info = potential_for(run, "torus", cfg.potential, cfg.denoiser)
+    run.details["denoiser"] = info
+    torus = get_manifold("torus")
+    headline: dict[str, float] = {}
+    arrays, rows = {}, []
+    bar = run.progress(total=len(cfg.runs) * len(cfg.solvers), desc="torus runs")
+    with jax.enable_x64(True):
+        score = gfm.ScoreAt(model, cfg.sigma)
+        for name, alpha, beta, k, lr in cfg.runs:
+            metric = gfm.TorusMetric(alpha, beta, cfg.gamma)
+            init = angle_linear_init(int(k), math.pi / 2, 0.0, math.pi / 2, math.pi)
+            for solver in cfg.solvers:
+                bar.set_description(f"run {name}, {solver}")
+                kw = {}
+                if solver == "adam":
+                    kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
+                path, rep = gfm.solve(init[0], init[-1], score=score, metric=metric,
+                                      lam=cfg.lam, n_points=int(k), init=init, **kw)  # fmt: skip
+                p = np.asarray(path)
+                m = gfm.path_metrics(p, manifold=torus, metric=metric, score=score, lam=cfg.lam)
+                finite = bool(np.isfinite(p).all())
+                status = str(status_of_codes(np.asarray([rep.code]), np.asarray([finite]))[0])
+                if solver == "adam" and status == "stalled" and int(rep.code) == 1:
+                    status = "budget"  # the official fixed budget, no convergence test
+                err_max = float(m["manifold_error_max"])
+                on = finite and err_max <= cfg.on_manifold_tol
+                row = dict(
+                    run=name, alpha=alpha, beta=beta, n_points=int(k), solver=solver,
+                    status=status, code=int(rep.code), iterations=int(rep.iterations),
+                    residual=float(rep.residual), error_mean=float(m["manifold_error_mean"]),
+                    error_max=err_max, on_manifold=on,
+                    success=on and status in ("converged", "budget"),
+                    route=route_of(p) if on else "off-manifold",
+                    prior_length=float(m["prior_length"]), seconds=rep.wall_time,
+                )  # fmt: skip
+                rows.append(row)
+                arrays[f"{name}/{solver}"] = p
+                headline[f"{name}/{solver}/error"] = row["error_mean"]
+                headline[f"{name}/{solver}/residual"] = row["residual"]
+                headline[f"{name}/{solver}/success"] = float(row["success"])
+                run.print(
+                    f"run {name} ({alpha:g}, {beta:g}), {solver}: {status} after "
+                    f"{row['iterations']} iterations, residual {row['residual']:.3g}, mean / max "
+                    f"distance {row['error_mean']:.4f} / {err_max:.4f}, route {row['route']}"
+                )
+                bar.update(1)
+    bar.close()
+    lm_routes = {r["route"] for r in rows if r["solver"] == "lm" and r["success"]}
+    headline["lm/distinct_routes"] = float(len(lm_routes))
+    run.log_rows(rows)
+    run.details["rows"] = rows
+    run.save_arrays("paths.npz", **arrays)
+    return headline
+
+
+RUN_COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c"}
+
+
+def plot(run_dir: Path, out: Path) -> list[Path]:
+    """``gfm_torus_metrics.png``: each run's path on the torus (3-D) and unrolled in the
+    intrinsic angles (toroidal ph vs poloidal th); LM solid, official Adam dashed."""
+    import numpy as np
+
+    from geomopt import plotting
+    from geomopt.gfm.exp_paths import surface
+    from geomopt.runs import read_run
+
+    record = read_run(run_dir)
+    rows = record.details["rows"]
+    with np.load(Path(run_dir) / "paths.npz") as f:
+        arrays = dict(f)
+    fig = plotting.figure(2, 1, width=4.2, height=3.6)[0]
+    fig.clf()
+    ax3 = fig.add_subplot(1, 2, 1, projection="3d")
+    ax2 = fig.add_subplot(1, 2, 2)
+    surface(ax3, "torus")
+    for r in rows:
+        p = arrays[f"{r['run']}/{r['solver']}"]
+        c = RUN_COLORS.get(r["run"], plotting.color(r["run"]))
+        ls = "-" if r["solver"] == "lm" else "--"
+        label = (f"{r['run']} ({r['alpha']:g}, {r['beta']:g}) {r['solver']}: {r['route']}, "
+                 f"{r['status']}, d {r['error_mean']:.3f}")  # fmt: skip
+        ax3.plot(*p.T, ls, color=c, linewidth=1.5)
+        ph = np.unwrap(np.arctan2(p[:, 1], p[:, 0]))
+        th = np.unwrap(poloidal_angle(p))
+        ax2.plot(ph, th, ls, color=c, marker="." if r["solver"] == "lm" else None, label=label)
+    ax3.set_xlabel("x")
+    ax3.set_ylabel("y")
+    ax3.set_zlabel("z")
+    ax3.set_title("paths on the torus")
+    ax2.set_xlabel("toroidal angle ph")
+    ax2.set_ylabel("poloidal angle th")
+    ax2.set_xticks([0, np.pi / 2, np.pi])
+    ax2.set_xticklabels(["0", "pi/2", "pi"])
+    ax2.set_yticks([-np.pi / 2, 0, np.pi / 2, np.pi])
+    ax2.set_yticklabels(["-pi/2 bottom", "0 outer", "pi/2 top", "pi inner"])
+    n_routes = int(record.headline.get("lm/distinct_routes", 0))
+    ax2.set_title(f"unrolled; LM finds {n_routes} distinct route(s)")
+    ax2.legend(loc="upper left", bbox_to_anchor=(0.0, -0.18), fontsize=6)
+    return [plotting.save(fig, figure_path(run_dir, out, "gfm_torus_metrics"))]
+
+
+EXPERIMENT = Experiment(
+    name="gfm/torus_metrics",
+    description="the official torus runs A/B/C: three priors, three routes? (trained score)",
+    presets={
+        "smoke": TorusMetricsConfig(
+            runs=OFFICIAL_RUNS[:1], solvers=("lm",), denoiser=SMOKE_DENOISER, adam_iters=50
+        ),
+        "quick": TorusMetricsConfig(),
+        "paper": TorusMetricsConfig(denoiser=DenoiserSpec()),
+    },
+    notes={
+        "smoke": "run A with LM only, tiny denoiser (one compile of the metric solve)",
+        "quick": "official runs A/B/C, LM and official Adam, quick denoiser (CPU)",
+        "paper": "official runs A/B/C with the official 128x4 denoiser",
+    },
+    run=run,
+    plot=plot,
+    validate=validate,
+    figures_dir="experiments/gfm/figures",
+)
