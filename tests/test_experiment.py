@@ -303,3 +303,28 @@ def test_reproduce_cli_lists_without_running(capsys):
     out = capsys.readouterr().out
     assert "signsgd/toy" in out and "smoke" in out
     assert reproduce.main(["smoke", "--only", "no/such"]) == 2
+
+
+def test_nested_config_fields_keep_their_prefix():
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        lr: float = 0.1
+        """Step size."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        seeds: int = 2
+        """Seeds."""
+        optim: Inner = Inner()
+        """Optimiser."""
+
+    exp = dataclasses.replace(make(), presets={"smoke": Outer(), "quick": Outer()}, validate=None)
+    _, cfg, _ = parse(exp, ["--seeds", "5", "--optim.lr", "0.3"])
+    assert cfg == Outer(seeds=5, optim=Inner(lr=0.3))
+
+
+def test_quiet_progress_updates_without_drawing():
+    bar = ex.Progress(total=3, desc="x", enabled=False)
+    bar.update(1)
+    bar.update(2, loss=1.0)
+    bar.close()

@@ -41,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from geomopt.runs import (
     CONFIG_FILE,
@@ -217,6 +217,8 @@ class Progress:
 
     def update(self, n: int = 1, **postfix: Any) -> None:
         bar = self.bar
+        if bar.disable:
+            return
         warm_done = 0 < self._warm <= n
         if warm_done:
             bar.set_description(self.desc, refresh=False)
@@ -676,12 +678,15 @@ def parse(
     preset, rest = _split_preset(exp, argv, default)
     cfg_type = exp.config_type
 
+    # name="" drops only the top-level prefix: `--seeds 32`, and nested fields keep theirs
+    # (`--optim.lr 1e-3`).
     Args = dataclasses.make_dataclass(
         "Args",
         [
-            ("config", tyro.conf.OmitArgPrefixes[cfg_type],
+            ("config", Annotated[cfg_type, tyro.conf.arg(name="")],
              dataclasses.field(default=exp.presets[preset])),
-            ("run", tyro.conf.OmitArgPrefixes[RunOptions], dataclasses.field(default=RunOptions())),
+            ("run", Annotated[RunOptions, tyro.conf.arg(name="")],
+             dataclasses.field(default=RunOptions())),
         ],
         frozen=True,
     )  # fmt: skip

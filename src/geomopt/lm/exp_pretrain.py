@@ -64,6 +64,19 @@ PRESETS: dict[str, TrainConfig] = {
         ckpt_every=3,
     ),
     "quick": TrainConfig(
+        model=presets["demo-quick"],
+        optim=OptimConfig(algorithm="sign_sgd", lr=1e-3, weight_decay=0.1),
+        data=DataConfig(offline_bytes=4_000_000),
+        batch_size=16,
+        steps=200,
+        eval_every=50,
+        eval_batches=4,
+        log_every=10,
+        ckpt_every=100,
+        noise_every=100,
+        noise_samples=16,
+    ),
+    "cpu-demo": TrainConfig(
         model=presets["cpu-demo"],
         optim=OptimConfig(algorithm="sign_sgd", lr=1e-3, weight_decay=0.1),
         data=DataConfig(offline_bytes=8_000_000),
@@ -119,6 +132,10 @@ PRESETS: dict[str, TrainConfig] = {
 NOTES = {
     "smoke": "tiny GPT (2 layers, width 32), offline bytes, 6 AdamW steps; seconds on a CPU",
     "quick": (
+        "a small GPT (2 layers, width 128, context 64) on offline bytes, SignSGD 1e-3, 200 "
+        "steps, phi every 100 steps; a few minutes on 2 CPU cores"
+    ),
+    "cpu-demo": (
         "the CPU demo model (4 layers, width 256, context 256) on offline bytes, SignSGD 1e-3, "
         "300 steps, phi every 100 steps; measured 16-18 s/step on 2 cores shared with other "
         "jobs (load ~20), i.e. about 1.5 h"
