@@ -328,3 +328,16 @@ def test_quiet_progress_updates_without_drawing():
     bar.update(1)
     bar.update(2, loss=1.0)
     bar.close()
+
+
+def test_other_hosts_leave_the_run_folder_to_process_zero(tmp_path, monkeypatch):
+    """In a multi-host run only process 0 creates, replaces and writes the folder."""
+    execute(make(), Cfg(), preset="quick", out=tmp_path)
+    path = tmp_path / "test" / "toy" / "quick"
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    monkeypatch.setattr(ex, "_process_index", lambda: 1)
+    outcome = execute(make(), Cfg(scale=3.0), preset="quick", out=tmp_path, overwrite=True)
+    assert outcome.status == "ran"
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    other = execute(make(), Cfg(), preset="quick", out=tmp_path, name="fresh")
+    assert other.status == "ran" and not other.path.exists()

@@ -281,8 +281,11 @@ class Run:
         out: Path,
         resumed: bool,
         quiet: bool = False,
+        primary: bool = True,
     ):
         self.path = path
+        self.primary = primary
+        """False on the other hosts of a multi-host run: they log and save nothing."""
         self.experiment = experiment
         self.config = config
         self.preset = preset
@@ -302,7 +305,7 @@ class Run:
     def log_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append many rows at once (one open, one flush)."""
         text = "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows)
-        if not text:
+        if not text or not self.primary:
             return
         with open(self.path / METRICS_FILE, "a") as f:
             f.write(text)
@@ -340,7 +343,8 @@ class Run:
 
     def save_json(self, name: str, obj: Any) -> Path:
         path = self.path / name
-        atomic_write_json(path, obj)
+        if self.primary:
+            atomic_write_json(path, obj)
         return path
 
     def save_arrays(self, name: str, **arrays: Any) -> Path:
@@ -354,7 +358,8 @@ class Run:
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
         path = self.path / name
-        atomic_write_bytes(path, buf.getvalue())
+        if self.primary:
+            atomic_write_bytes(path, buf.getvalue())
         return path
 
     def cache_dir(self, kind: str, key: Any) -> Path:
@@ -459,6 +464,21 @@ def _config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
+def _process_index() -> int:
+    """JAX's process index where JAX is already in use (multi-host runs), else 0."""
+    jax = sys.modules.get("jax")
+    return int(jax.process_index()) if jax is not None else 0
+
+
+def _sync_processes(tag: str) -> None:
+    """A barrier across hosts in a multi-process JAX run (nothing to do in one process)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(tag)
+
+
 def run_folder(exp: Experiment, out: Path, name: str) -> Path:
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"run name {name!r}: expected a non-empty folder name")
@@ -500,6 +520,7 @@ def execute(
     path = run_folder(exp, out, name or preset)
     cfg_json = to_jsonable(cfg)
     resumed = False
+    primary = _process_index() == 0  # in multi-host runs only process 0 touches the folder
     if path.exists() and not overwrite:
         if (path / SUMMARY_FILE).exists():
             if reuse:
@@ -531,13 +552,15 @@ def execute(
                 "to start it again"
             )
         resumed = (path / CONFIG_FILE).exists()
-        load_metrics(path / METRICS_FILE, repair=True)
-    elif path.exists():
+        if primary:
+            load_metrics(path / METRICS_FILE, repair=True)
+    elif path.exists() and primary:
         import shutil
 
         shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
-    if not resumed:
+    if primary:
+        path.mkdir(parents=True, exist_ok=True)
+    if primary and not resumed:
         (path / METRICS_FILE).unlink(missing_ok=True)
         atomic_write_json(
             path / CONFIG_FILE,
@@ -549,13 +572,16 @@ def execute(
                 "provenance": provenance(argv),
             },
         )
-    (path / METRICS_FILE).touch()
-    run = Run(
-        path, experiment=exp, config=cfg, preset=preset, out=out, resumed=resumed, quiet=quiet
-    )
+    if primary:
+        (path / METRICS_FILE).touch()
+    _sync_processes(f"geomopt run folder {path}")
+    run = Run(path, experiment=exp, config=cfg, preset=preset, out=out, resumed=resumed,
+              quiet=quiet or not primary, primary=primary)  # fmt: skip
     t0 = time.perf_counter()
     headline = _check_headline(exp.name, exp.run(cfg, run))
     seconds = time.perf_counter() - t0
+    if not primary:
+        return Outcome(exp.name, preset, path, "resumed" if resumed else "ran", seconds, headline)
     atomic_write_json(
         path / SUMMARY_FILE,
         {
