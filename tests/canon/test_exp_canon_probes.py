@@ -72,15 +72,14 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
     assert [f.name for f in figs] == ["covering_smoke.png"]
     # no data: refused before a folder exists, with a message saying what to put where
     cfg = dataclasses.replace(exp.presets["smoke"], modelnet_dir=str(tmp_path / "nope"))
-    with pytest.raises(ValueError, match="ply_data_train"):
+    with pytest.raises(ValueError, match="ply_data_train.*put the HDF5 shards"):
         execute(exp, cfg, preset="smoke", out=tmp_path / "o2")
     assert not (tmp_path / "o2").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    from geomopt.canon.exp_covering import modelnet_files
-
-    with pytest.raises(ValueError, match="put the standard"):
-        modelnet_files(empty)
+    cfg = dataclasses.replace(exp.presets["smoke"], modelnet_dir=str(empty))
+    with pytest.raises(ValueError, match="put the HDF5 shards"):
+        execute(exp, cfg, preset="smoke", out=tmp_path / "o3")
 
 
 def test_killed_run_is_refused_by_plot_and_rerun(tmp_path):

@@ -15,7 +15,8 @@ experiment does (subtract the global minimum, divide by the global maximum of th
 Hilbert uses ``hilbertcurve``'s convention on axes in order with ``floor(X * 4095)`` (12 bits).
 
 With ``--modelnet-dir DIR`` holding ``ply_data_train*.h5`` / ``ply_data_test*.h5`` (keys
-``data`` N x 2048 x 3 and ``label``) the same proxy is measured on ModelNet at 256 points.
+``data`` N x 2048 x 3 and ``label``) the same proxy is measured on ModelNet at 256 points
+(loader and preprocessing: :func:`geomopt.canon._data.load_modelnet_covering`).
 
     uv run experiments/canon/covering.py [smoke|quick|paper] [--modelnet-dir DIR]
 """
@@ -63,7 +64,10 @@ class CoveringConfig:
     seed: int = 0
     """Data seed."""
     modelnet_dir: str = ""
-    """Folder with ModelNet ply_data_{train,test}*.h5 files; empty: synthetic data only."""
+    """Folder with the ModelNet ply_data_{train,test}*.h5 files (or their parent holding
+    modelnet40_ply_hdf5_2048/ or modelnet10_ply_hdf5_2048/); empty: synthetic data only."""
+    modelnet_dataset: str = "modelnet40"
+    """"modelnet40" or "modelnet10"."""
     modelnet_points: int = 256
     """Points per ModelNet cloud (official covering: 256; taken by stride from the 2048)."""
     modelnet_max_test: int = 64
@@ -86,11 +90,14 @@ def validate(cfg: CoveringConfig) -> None:
             f"n_train={cfg.n_train}: every size must be >= n_classes={cfg.n_classes} so each class "
             "has a training cloud"
         )
-    if cfg.modelnet_dir and not Path(cfg.modelnet_dir).is_dir():
-        raise ValueError(
-            f"modelnet_dir={cfg.modelnet_dir!r} is not a folder; put ModelNet's "
-            "ply_data_train*.h5 and ply_data_test*.h5 in one folder and pass it"
-        )
+    if cfg.modelnet_dir:
+        from geomopt.canon._data import modelnet_files
+
+        try:
+            for split in ("train", "test"):
+                modelnet_files(cfg.modelnet_dir, cfg.modelnet_dataset, split)
+        except FileNotFoundError as e:
+            raise ValueError(f"modelnet_dir={cfg.modelnet_dir!r}: {e}") from None
 
 
 def nearest_by_prefix(test_x, test_y, train_x, train_y, sizes, *, bits: int = 12) -> dict:
@@ -167,49 +174,24 @@ def _synthetic(cfg: CoveringConfig, d: int, k: int):
     return (x[: cfg.n_test], y[: cfg.n_test]), (x[cfg.n_test :], y[cfg.n_test :])
 
 
-def modelnet_files(folder: str | Path) -> tuple[list[Path], list[Path]]:
-    """Sorted ``ply_data_train*.h5`` and ``ply_data_test*.h5`` in ``folder``; a ``ValueError``
-    saying where to put them when either is missing."""
-    folder = Path(folder)
-    train = sorted(folder.glob("ply_data_train*.h5"))
-    test = sorted(folder.glob("ply_data_test*.h5"))
-    if not train or not test:
-        raise ValueError(
-            f"{folder}: no ModelNet HDF5 files (found {len(train)} ply_data_train*.h5, {len(test)} "
-            "ply_data_test*.h5); put the standard modelnet40_ply_hdf5_2048 (or ModelNet10) files "
-            "in this folder"
-        )
-    return train, test
-
-
 def _modelnet(cfg: CoveringConfig):
-    """ModelNet at ``modelnet_points`` points (stride ``2048 // P``), official covering
-    normalisation (global scalar min/max per cloud)."""
+    """ModelNet for the covering proxies (:func:`geomopt.canon._data.load_modelnet_covering`:
+    ``modelnet_points`` points by the stride rule, the covering normalisation), cut to the first
+    ``modelnet_max_test`` / ``modelnet_max_train`` clouds; test classes absent from the cut
+    training set are dropped."""
     import numpy as np
 
-    from geomopt.canon._data import load_modelnet_h5
+    from geomopt.canon._data import load_modelnet_covering
 
-    train_files, test_files = modelnet_files(cfg.modelnet_dir)
-
-    def load(files, limit):
-        x, y = load_modelnet_h5(files)
-        if limit:
-            x, y = x[:limit], y[:limit]
-        stride = x.shape[1] // cfg.modelnet_points
-        if stride < 1:
-            raise ValueError(
-                f"modelnet_points={cfg.modelnet_points} > {x.shape[1]} points per cloud"
-            )
-        x = x[:, ::stride][:, : cfg.modelnet_points]
-        return global_normalize(x), y
-
-    test = load(test_files, cfg.modelnet_max_test)
-    train = load(train_files, cfg.modelnet_max_train)
-    missing = sorted(set(test[1].tolist()) - set(train[1].tolist()))
-    if missing:
-        keep = ~np.isin(test[1], missing)
-        test = (test[0][keep], test[1][keep])
-    return test, train
+    x_tr, y_tr, x_te, y_te = load_modelnet_covering(
+        cfg.modelnet_dir, cfg.modelnet_dataset, n_points=cfg.modelnet_points
+    )
+    if cfg.modelnet_max_train:
+        x_tr, y_tr = x_tr[: cfg.modelnet_max_train], y_tr[: cfg.modelnet_max_train]
+    if cfg.modelnet_max_test:
+        x_te, y_te = x_te[: cfg.modelnet_max_test], y_te[: cfg.modelnet_max_test]
+    keep = np.isin(y_te, y_tr)
+    return (x_te[keep], y_te[keep]), (x_tr, y_tr)
 
 
 def run(cfg: CoveringConfig, run: Run) -> dict[str, float]:
