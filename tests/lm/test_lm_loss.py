@@ -71,7 +71,32 @@ def test_chunked_needs_less_compiled_memory():
 
 
 def test_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="expected \\(N, D\\)"):
+    with pytest.raises(ValueError, match="expected \\(B, T, D\\)"):
         chunked_cross_entropy(
             jnp.zeros((2, 3, 4)), jnp.zeros((5, 4)), jnp.zeros((2,), int), chunk=2
         )
+
+
+def test_sharded_batch_gives_the_same_loss_and_grads(key, n_devices):
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((n_devices,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+    k1, k2, k3 = jax.random.split(key, 3)
+    x = jax.random.normal(k1, (2 * n_devices, 9, 8))
+    w = jax.random.normal(k2, (40, 8))
+    t = jax.random.randint(k3, (2 * n_devices, 9), 0, 40)
+    xs = jax.device_put(x, NamedSharding(mesh, P("data")))
+    ts = jax.device_put(t, NamedSharding(mesh, P("data")))
+
+    def f(x, w, t):
+        return chunked_cross_entropy(x, w, t, chunk=12)[0]
+
+    g_sharded = jax.jit(jax.value_and_grad(f, (0, 1)))(xs, w, ts)
+    g_dense = jax.value_and_grad(
+        lambda x, w: dense_cross_entropy(x.reshape(-1, 8), w, t.reshape(-1))[0], (0, 1)
+    )(x, w)
+    np.testing.assert_allclose(g_sharded[0], g_dense[0], rtol=1e-5)
+    for a, b in zip(g_sharded[1], g_dense[1], strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    assert g_sharded[1][0].sharding.spec[0] == "data"  # dx keeps the batch sharding

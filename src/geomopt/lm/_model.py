@@ -198,12 +198,8 @@ class GPT2(nnx.Module):
     def loss(self, tokens_BxT1, *, key=None):
         """Mean cross-entropy and next-token accuracy of ``tokens[:, 1:]`` (see class doc)."""
         x_BxTxD, _ = self.hidden(tokens_BxT1[:, :-1], key=key)
-        B, T, D = x_BxTxD.shape
         return chunked_cross_entropy(
-            x_BxTxD.reshape(B * T, D),
-            self.wte[...],
-            tokens_BxT1[:, 1:].reshape(B * T),
-            chunk=self.config.loss_chunk,
+            x_BxTxD, self.wte[...], tokens_BxT1[:, 1:], chunk=self.config.loss_chunk
         )
 
     def init_cache(self, batch: int) -> list[KVCache]:
