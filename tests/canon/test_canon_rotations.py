@@ -79,6 +79,7 @@ def test_rotation_covering_proxy():
     assert fa <= pca + 1e-9
 
 
+@pytest.mark.slow  # ~40 s of CPU: three architectures compile (CI runs it via reproduce smoke)
 def test_smoke_run(tmp_path):
     exp = exp_rotations.EXPERIMENT
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)

@@ -12,6 +12,7 @@ from geomopt.experiment import execute, plot_run
 from geomopt.runs import read_run
 
 
+@pytest.mark.slow  # ~55 s of CPU: six architectures compile (CI runs it via reproduce smoke)
 def test_smoke_run_layout_headline_and_figure(tmp_path):
     exp = exp_classify.EXPERIMENT
     cfg = exp.presets["smoke"]
