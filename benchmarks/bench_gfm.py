@@ -1,20 +1,29 @@
-"""GFM by banded Levenberg-Marquardt vs by the official Adam: time to the same EL residual.
+"""GFM on a trained torus denoiser: robustness of the LM solver and its speed against the
+official Adam at the official settings.
 
-On the torus (R = 1.2, r = 0.4) with the analytic tube potential at sigma = 0.1, lambda = 1,
-Euclidean prior, random endpoint pairs on the surface, 32 and 128 waypoints, one pair and a
-batch of 64 pairs (one vmapped solve). For each case:
+The potential is an EDM denoiser of the quick architecture (64 wide, 3 residual blocks,
+32-dim noise embedding) trained ``--steps`` Adam steps (batch 512, lr 3e-3) on 20,000 torus
+points (R = 1.2, r = 0.4, noise 0.005); it is trained once and cached in ``--cache`` (keyed by
+its settings). Everything runs in float64 (the float32 weights are loaded as float64).
 
-1. Adam as in the official code (lr 0.05, eps 1e-5, global-norm clip 10, 1501 iterations,
-   straight-line start, no early stop) is timed and gives the residual it ends with; the
-   target is the worst pair's. Adam's residual does not settle on this problem: it oscillates
-   from iteration to iteration (e.g. 10-17 over the last three iterations at 32 waypoints, and
-   rounding-level changes of the start move the final value as much), and at 128 waypoints it
-   ends above the straight line's residual, so LM reaches the target at its initial path.
-2. LM is run with ``tol = target`` (time to Adam's residual) and with its default tolerance
-   (time to convergence, which Adam never reaches); medians of at least ``--repeats`` warm runs.
-3. The manifold error (mean distance to the torus along the paths) of both is reported.
-4. Both methods' solver loop alone (``minimise_path`` under a plain ``jax.jit``), so that the
-   per-call cost of ``gfm.solve`` around it shows as the difference.
+1. **Torus runs A/B/C** (the official metric-prior runs: endpoints (1.2, 0, 0.4) and
+   (-1.2, 0, 0.4), sigma 0.1, lambda 1, ``TorusMetric(alpha, beta, 1)`` with (0.05, 0.5),
+   (5, 0.1), (1, 0.01), 20 / 20 / 25 waypoints, angle-linear initialisation on the surface):
+   LM from that start, LM with continuation in sigma (``--continuation``, ending at 0.1), and
+   official Adam (lr 1e-3 / 5e-3 / 5e-4, eps 1e-8, clip 10, 1501 iterations). Reported: status,
+   iterations, EL residual, mean / max distance to the torus, max denoiser displacement.
+2. **Random on-surface pairs** (``--pairs`` pairs, Euclidean prior, sigma 0.1, lambda 1,
+   ``--n-points`` waypoints): per initialisation (chord, angle-linear, chord projected with
+   the denoiser, official sequential warm start) and per solver (LM, LM + continuation), the
+   fraction of pairs that converge and end on the surface (max distance <= ``--on-surface``).
+3. **Speed**: for A/B/C and the pair batch (chord start), official Adam's residual and mean
+   manifold error are recorded at every iteration (a separate instrumented run; the timing is
+   of the plain ``gfm.solve(method="adam")`` over its 1501 iterations, and Adam's time to a
+   target is that time times the fraction of iterations it needed). Targets: (a) the smallest
+   EL residual Adam reaches within its budget; (b) the worse of the two methods' final mean
+   manifold errors. LM's time to a target is measured by re-running it with ``max_iters = j``
+   for the first ``j`` that meets it (its solve is deterministic). Peak memory is XLA's
+   ``memory_analysis()`` of each compiled solve.
 
     uv run benchmarks/bench_gfm.py            # writes benchmarks/results/gfm.{md,json}
 """
@@ -33,204 +42,419 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 import tyro  # noqa: E402
 
 from geomopt import gfm  # noqa: E402
-from geomopt.gfm._residuals import local_residual  # noqa: E402
-from geomopt.gfm._solve import minimise_path  # noqa: E402
-from geomopt.gfm.experiments import TubePotential, sample_pairs  # noqa: E402
+from geomopt.diffusion import (  # noqa: E402
+    DenoiserConfig,
+    TrainConfig,
+    load_denoiser,
+    save_denoiser,
+    train_denoiser,
+)
 from geomopt.manifolds import get_manifold  # noqa: E402
 from geomopt.runs import atomic_write_bytes, atomic_write_json  # noqa: E402
+
+RUNS = {  # name: (alpha, beta, waypoints, official Adam lr)
+    "A": (0.05, 0.5, 20, 1e-3),
+    "B": (5.0, 0.1, 20, 5e-3),
+    "C": (1.0, 0.01, 25, 5e-4),
+}
+OFFICIAL_ENDS = (np.array([1.2, 0.0, 0.4]), np.array([-1.2, 0.0, 0.4]))
 
 
 @dataclasses.dataclass(frozen=True)
 class Args:
-    n_points: tuple[int, ...] = (32, 128)
-    """Waypoint counts."""
-    batches: tuple[int, ...] = (1, 64)
-    """Pairs per solve."""
-    repeats: int = 3
-    """Timed warm runs per measurement (median reported): at least this many, and more until
-    ``min_seconds`` have been spent (so sub-millisecond single-pair solves get many runs)."""
-    min_seconds: float = 0.5
-    """Keep repeating a measurement until this much time has been spent on it."""
+    steps: int = 6000
+    """Denoiser training steps (quick architecture, batch 512, lr 3e-3)."""
+    cache: str = "results/gfm/bench_denoiser"
+    """Folder of the cached denoiser (one subfolder per training setting)."""
+    pairs: int = 16
+    """Random on-surface endpoint pairs of the batch experiments."""
+    n_points: int = 20
+    """Waypoints of the pair paths."""
+    continuation: tuple[float, ...] = (0.3, 0.2, 0.1)
+    """Noise levels of the continuation (the last one is the target sigma 0.1)."""
+    on_surface: float = 0.1
+    """A path is on the surface when its largest distance to the torus is at most this."""
     adam_iters: int = 1501
-    """The official Adam budget (torus runs)."""
-    dtype: str = "float64"
-    """float64 or float32."""
+    """Official Adam budget (torus runs)."""
+    repeats: int = 3
+    """Timed warm runs per measurement (median)."""
     out: str = "benchmarks/results/gfm"
     """Output stem (.md and .json)."""
     from_json: bool = False
-    """Only rewrite the Markdown table from the saved <out>.json (no timing)."""
+    """Only rewrite the Markdown from the saved <out>.json."""
+    part: str = "all"
+    """"all", or "abc" / "pairs" to run one part into <out>_<part>.json (two processes);
+    "merge" combines those into <out>.json and writes the Markdown."""
 
 
-MIN_SECONDS = 0.5
+def denoiser(args: Args):
+    cfg = DenoiserConfig(width=64, n_blocks=3, embed_dim=32)
+    train = TrainConfig(steps=args.steps, batch_size=512, lr=3e-3, log_every=500)
+    folder = Path(args.cache) / f"torus_w64b3e32_s{args.steps}_b512_lr3e-3_seed0"
+    if not (folder / "model.eqx").exists():
+        torus = get_manifold("torus")
+        k_data, k_train = jax.random.split(jax.random.key(0))
+        with jax.enable_x64(False):
+            data = torus.sample(k_data, 20_000)
+            model, _ = train_denoiser(data, key=k_train, model_config=cfg, train_config=train)
+            save_denoiser(folder, model, cfg)
+    return load_denoiser(folder)
 
 
-def _repeat(repeats, fn):
-    """Median wall time of ``fn()`` over at least ``repeats`` warm runs and at least
-    ``MIN_SECONDS`` of runs; and the last output."""
-    out = fn()  # warm-up / compile
+def median_time(repeats, fn):
+    out = fn()  # compile / warm up
     times = []
-    while len(times) < repeats or sum(times) < MIN_SECONDS:
+    for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times)), out
 
 
-def _median_time(repeats, *args, **kwargs):
-    """Median wall time of ``gfm.solve(*args, **kwargs)`` over warm runs, and its output."""
-    return _repeat(repeats, lambda: gfm.solve(*args, **kwargs))
+def adam_trajectory(init, score, metric, lr, iters, torus):
+    """Official Adam (clip 10, eps 1e-8, force detached) on the mean squared residual, with
+    the residual norm and mean manifold error recorded at every iterate (iterate 0 = init)."""
+    init = jnp.asarray(init)
+    batched = init.ndim == 3
+    p0 = init if batched else init[None]
+    kind = "euclidean" if metric is None else "metric"
+    opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(lr, eps=1e-8))
+
+    def res(p, grad_score):
+        s = score if grad_score else (lambda x: jax.lax.stop_gradient(score(x)))
+        return gfm.path_residuals(p, lam=1.0, score=s, metric=metric, kind=kind)
+
+    def one(p):
+        def loss(inner):
+            full = jnp.concatenate([p[:1], inner, p[-1:]])
+            return jnp.mean(jnp.sum(res(full, False) ** 2, -1))
+
+        def step(carry, _):
+            inner, st = carry
+            full = jnp.concatenate([p[:1], inner, p[-1:]])
+            r = jnp.sqrt(jnp.mean(jnp.sum(res(full, False) ** 2, -1)))
+            err = jnp.mean(jax.vmap(torus.distance)(full))
+            upd, st = opt.update(jax.grad(loss)(inner), st, inner)
+            return (optax.apply_updates(inner, upd), st), (r, err)
+
+        inner = p[1:-1]
+        _, (r, e) = jax.lax.scan(step, (inner, opt.init(inner)), None, length=iters + 1)
+        return r, e
+
+    r, e = jax.jit(jax.vmap(one))(p0)
+    return np.asarray(r), np.asarray(e)  # (B, iters + 1)
 
 
-def _median_core_time(repeats, x0, x1, k, score, method, tol, max_iters):
-    """Median wall time of the solver loop alone: ``minimise_path`` (what ``gfm.solve`` runs)
-    under one plain ``jax.jit(vmap(...))`` on a precomputed straight line, without
-    ``gfm.solve``'s host-side input checks, solver-cache lookup, initial-path validity masks and
-    report building (tens of microseconds per call)."""
-    path0 = gfm.straight_line(jnp.atleast_2d(x0), jnp.atleast_2d(x1), k)
-    local = partial(
-        local_residual, dt=1.0 / (k - 1), lam=1.0, score=score, metric=None, kind="euclidean",
-        score_grad=method != "adam",
-    )  # fmt: skip
-    dt = path0.dtype
+def first_reaching(values, target):
+    hit = np.nonzero(values <= target)[0]
+    return int(hit[0]) if hit.size else None
 
-    @jax.jit
-    def run(p, tol, max_iters):
-        return jax.vmap(
-            lambda q: minimise_path(
-                q,
-                local,
-                window=3,
-                method=method,
-                tol=tol,
-                gtol=jnp.zeros((), dt),
-                max_iters=max_iters,
-                lr=jnp.asarray(0.05, dt),
-                clip=jnp.asarray(10.0, dt),
+
+def lm_time_to(x0, x1, kw, reached, max_j, repeats):
+    """Smallest LM iteration budget ``j`` whose result meets ``reached(path, report)``, and the
+    median time of that solve; (None, None) if even ``max_j`` does not."""
+    for j in range(1, max_j + 1):
+        path, rep = gfm.solve(x0, x1, max_iters=j, **kw)
+        if reached(path, rep):
+            t, _ = median_time(repeats, lambda j=j: gfm.solve(x0, x1, max_iters=j, **kw))
+            return j, t
+        if np.all(rep.iterations < j):  # stopped before the budget: more cannot help
+            break
+    return None, None
+
+
+def memory(score, metric, n_points, method, init, **kw):
+    """XLA's peak-memory estimate (bytes) of the compiled solve ``gfm.solve`` runs."""
+    from geomopt.gfm import _gfm
+
+    x0, x1 = init[..., 0, :], init[..., -1, :]
+    kind = "euclidean" if metric is None else "metric"
+    batched = init.ndim == 3
+    lm_opts = ()
+    cfg = (kind, method, method != "adam", n_points, batched, True, lm_opts, "float64")
+    fn, dynamic = _gfm._get_solver(score, metric, cfg)
+    hyper = np.array([1.0, 1e-8, kw.get("lr", 0.05), 10.0, 1e-8])
+    lowered = fn.lower(x0, x1, init, dynamic, hyper, np.asarray(kw.get("max_iters", 200)))
+    stats = lowered.compile().memory_analysis()
+    if stats is None:
+        return -1
+    return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes)
+
+
+def describe(path, rep, torus, den, metric=None, score=None):
+    m = gfm.path_validity(path, denoiser=den, sigma=0.05, manifold=torus)
+    return dict(
+        status=[str(s) for s in np.atleast_1d(rep.status)],
+        iterations=np.atleast_1d(rep.iterations).tolist(),
+        residual=np.atleast_1d(rep.residual).tolist(),
+        err_mean=np.atleast_1d(m["distance_mean"]).tolist(),
+        err_max=np.atleast_1d(m["distance_max"]).tolist(),
+        displacement_max=np.atleast_1d(m["displacement_max"]).tolist(),
+    )
+
+
+def run_abc(args, den, torus):
+    rows = []
+    for name, (alpha, beta, k, lr) in RUNS.items():
+        metric = gfm.TorusMetric(alpha, beta, 1.0)
+        score = gfm.ScoreAt(den, 0.1)
+        init = np.asarray(gfm.coordinate_linear(torus, *OFFICIAL_ENDS, k))
+        x0, x1 = init[0], init[-1]
+        kw = dict(score=score, metric=metric, n_points=k, init=init)
+        cont_kw = dict(model=den, sigmas=args.continuation, metric=metric, n_points=k, init=init)
+        t_lm, (p_lm, r_lm) = median_time(args.repeats, partial(gfm.solve, x0, x1, **kw))
+        cont = partial(gfm.solve_continuation, x0, x1, **cont_kw)
+        t_c, (p_c, reps_c) = median_time(args.repeats, cont)
+        r_c = reps_c[-1]
+        akw = dict(method="adam", lr=lr, eps=1e-8, clip=10.0, max_iters=args.adam_iters,
+                   tol=1e-30, **kw)  # fmt: skip
+        t_adam, (p_adam, r_adam) = median_time(args.repeats, partial(gfm.solve, x0, x1, **akw))
+        res_traj, err_traj = adam_trajectory(init, score, metric, lr, args.adam_iters, torus)
+        res_traj, err_traj = res_traj[0], err_traj[0]
+        row = dict(
+            run=name, alpha=alpha, beta=beta, n_points=k, adam_lr=lr,
+            lm=describe(p_lm, r_lm, torus, den) | dict(seconds=t_lm),
+            lm_continuation=describe(p_c, r_c, torus, den)
+            | dict(seconds=t_c, iterations_total=int(sum(int(r.iterations) for r in reps_c)),
+                   statuses=[str(r.status) for r in reps_c]),
+            adam=describe(p_adam, r_adam, torus, den) | dict(seconds=t_adam),
+        )  # fmt: skip
+        # (a) the smallest residual Adam reaches in its budget, and LM's time to it.
+        target = float(np.min(res_traj))
+        j_adam = first_reaching(res_traj, target)
+        t_lm_a, out_a = median_time(args.repeats, partial(gfm.solve, x0, x1, **kw, tol=target))
+        t_c_a, out_c = median_time(
+            args.repeats, partial(gfm.solve_continuation, x0, x1, **cont_kw, tol=target)
+        )
+        row["speed_residual"] = dict(
+            target=target, adam_iterations=j_adam,
+            adam_seconds=t_adam * j_adam / args.adam_iters,
+            adam_reaches_lm_residual=bool(np.min(res_traj) <= float(r_c.residual)),
+            lm_status=str(out_a[1].status), lm_seconds=t_lm_a,
+            lm_continuation_status=str(out_c[1][-1].status), lm_continuation_seconds=t_c_a,
+        )  # fmt: skip
+        # (b) the worse of the final mean manifold errors (LM + continuation vs Adam).
+        e_target = max(float(err_traj[-1]), row["lm_continuation"]["err_mean"][0])
+        j_e = first_reaching(err_traj, e_target)
+        row["speed_error"] = dict(
+            target=e_target, adam_iterations=j_e, adam_initial_error=float(err_traj[0]),
+            adam_seconds=None if j_e is None else t_adam * j_e / args.adam_iters,
+            lm_continuation_seconds=t_c,
+        )  # fmt: skip
+        row["memory_bytes"] = dict(
+            lm=memory(score, metric, k, "lm", init),
+            adam=memory(score, metric, k, "adam", init, lr=lr, max_iters=args.adam_iters),
+        )
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def run_pairs(args, den, torus):
+    key = jax.random.key(7)
+    u = torus.sample_coords(key, 2 * args.pairs).reshape(2, args.pairs, 2)
+    x0 = np.asarray(jax.vmap(torus.embed)(u[0]))
+    x1 = np.asarray(jax.vmap(torus.embed)(u[1]))
+    k = args.n_points
+    score = gfm.ScoreAt(den, 0.1)
+    inits = {
+        "chord": np.asarray(gfm.chord(x0, x1, k)),
+        "angle_linear": np.asarray(gfm.coordinate_linear(torus, x0, x1, k)),
+        "projected": np.asarray(gfm.project_with_denoiser(gfm.chord(x0, x1, k), den)),
+        "sequential": np.asarray(gfm.sequential_init(x0, x1, k, score)),
+    }
+    out = {"inits": {}, "pairs": args.pairs, "n_points": k}
+    for name, init in inits.items():
+        row = {}
+        for solver in ("lm", "lm_continuation"):
+            t0 = time.perf_counter()
+            if solver == "lm":
+                path, rep = gfm.solve(x0, x1, score=score, n_points=k, init=init)
+            else:
+                path, reps = gfm.solve_continuation(
+                    x0, x1, model=den, sigmas=args.continuation, n_points=k, init=init
+                )
+                rep = reps[-1]
+            wall = time.perf_counter() - t0
+            d = describe(path, rep, torus, den)
+            conv = np.array([s == "converged" for s in d["status"]])
+            on = np.array(d["err_max"]) <= args.on_surface
+            row[solver] = dict(
+                converged=float(np.mean(conv)), on_surface=float(np.mean(on)),
+                converged_on_surface=float(np.mean(conv & on)),
+                err_mean=float(np.mean(d["err_mean"])), seconds_first_call=wall,
+                statuses={s: d["status"].count(s) for s in set(d["status"])},
             )  # fmt: skip
-        )(p)
+        out["inits"][name] = row
+        print(name, json.dumps(row), flush=True)
+    # Speed on the batch, chord start (the paths protocol's default).
+    init = inits["chord"]
+    kw = dict(score=score, n_points=k, init=init)
+    res_traj, err_traj = adam_trajectory(init, score, None, 0.05, args.adam_iters, torus)
+    res_b, err_b = np.max(res_traj, axis=0), np.mean(err_traj, axis=0)  # worst pair / mean
+    akw = dict(method="adam", lr=0.05, eps=1e-8, clip=10.0, max_iters=args.adam_iters,
+               tol=1e-30, **kw)  # fmt: skip
+    t_adam, _ = median_time(args.repeats, partial(gfm.solve, x0, x1, **akw))
+    target = float(np.min(res_b))
+    j_adam = first_reaching(res_b, target)
+    t_lm, (p_lm, r_lm) = median_time(args.repeats, partial(gfm.solve, x0, x1, tol=target, **kw))
+    t_lm_full, (p_full, r_full) = median_time(args.repeats, partial(gfm.solve, x0, x1, **kw))
+    lm_err = float(np.mean(gfm.path_validity(p_full, manifold=torus)["distance_mean"]))
+    e_target = max(float(err_b[-1]), lm_err)
+    j_e = first_reaching(err_b, e_target)
 
-    call_args = (path0, jnp.asarray(tol, dt), jnp.asarray(max_iters))
-    return _repeat(repeats, lambda: jax.block_until_ready(run(*call_args)))[0]
+    def err_ok(path, rep):
+        return float(np.mean(gfm.path_validity(path, manifold=torus)["distance_mean"])) <= (
+            e_target
+        )
+
+    j_lm_e, t_lm_e = lm_time_to(x0, x1, kw, err_ok, 200, args.repeats)
+    out["speed"] = dict(
+        adam_lr=0.05, adam_seconds_full=t_adam,
+        residual_target=target, adam_iterations=j_adam,
+        adam_seconds=t_adam * j_adam / args.adam_iters, lm_seconds=t_lm,
+        lm_status=[str(s) for s in r_lm.status],
+        lm_converged_seconds=t_lm_full,
+        adam_final_worst_residual=float(res_b[-1]), lm_final_worst_residual=float(
+            np.max(r_full.residual)),
+        error_target=e_target, adam_error_iterations=j_e,
+        adam_error_seconds=None if j_e is None else t_adam * j_e / args.adam_iters,
+        lm_error_iterations=j_lm_e, lm_error_seconds=t_lm_e,
+        adam_final_error=float(err_b[-1]), lm_final_error=lm_err,
+        memory_bytes=dict(lm=memory(score, None, k, "lm", init),
+                          adam=memory(score, None, k, "adam", init, lr=0.05,
+                                      max_iters=args.adam_iters)),
+    )  # fmt: skip
+    print(json.dumps(out["speed"]), flush=True)
+    return out
 
 
 def main(args: Args):
-    global MIN_SECONDS
-    MIN_SECONDS = args.min_seconds
+    path = Path(args.out).with_suffix(".json")
+    part_path = lambda name: Path(f"{args.out}_{name}.json")  # noqa: E731
     if args.from_json:
-        rows = json.loads(Path(args.out).with_suffix(".json").read_text())
-        return write_markdown(rows, args)
+        return write_markdown(json.loads(path.read_text()), args)
+    if args.part == "merge":
+        result = json.loads(part_path("abc").read_text())
+        result["pairs"] = json.loads(part_path("pairs").read_text())["pairs"]
+        atomic_write_json(path, result)
+        return write_markdown(result, args)
     torus = get_manifold("torus")
-    score = gfm.ScoreAt(TubePotential(torus), 0.1)
-    dt = jnp.float64 if args.dtype == "float64" else jnp.float32
-    rows = []
-    for k in args.n_points:
-        for b in args.batches:
-            x0, x1 = sample_pairs(torus, b, jax.random.key(k + b))
-            x0, x1 = jnp.asarray(x0, dt), jnp.asarray(x1, dt)
-            if b == 1:
-                x0, x1 = x0[0], x1[0]
-            kw = dict(score=score, lam=1.0, n_points=k)
-            t_adam, (p_adam, r_adam) = _median_time(
-                args.repeats, x0, x1, method="adam", max_iters=args.adam_iters, tol=1e-30, **kw
-            )
-            t_lm, (p_lm, r_lm) = _median_time(args.repeats, x0, x1, method="lm", **kw)
-            adam_res = float(np.max(r_adam.residual))
-            t_same, (_, r_same) = _median_time(
-                args.repeats, x0, x1, method="lm", tol=adam_res, **kw
-            )
-            core_args = (args.repeats, x0, x1, k, score)
-            t_adam_core = _median_core_time(*core_args, "adam", 1e-30, args.adam_iters)
-            t_same_core = _median_core_time(*core_args, "lm", adam_res, 200)
-            line = gfm.straight_line(jnp.atleast_2d(x0), jnp.atleast_2d(x1), k)
-            init_res = float(np.max(gfm.path_metrics(line, score=score)["el_residual"]))
-            err = lambda p: float(
-                np.mean(gfm.path_metrics(p, manifold=torus)["manifold_error_mean"])
-            )  # noqa: E731
-            row = dict(
-                n_points=k, batch=b, initial_residual=init_res,
-                adam_seconds=t_adam, adam_iterations=int(np.max(r_adam.iterations)),
-                adam_residual=adam_res, adam_manifold_error=err(p_adam),
-                lm_seconds=t_lm, lm_iterations=int(np.max(r_lm.iterations)),
-                lm_residual=float(np.max(r_lm.residual)), lm_manifold_error=err(p_lm),
-                lm_converged_all=bool(np.all(r_lm.converged)),
-                lm_converged=int(np.sum(r_lm.converged)),
-                speedup=t_adam / t_lm,
-                lm_to_adam_residual_seconds=t_same,
-                lm_to_adam_residual_iterations=int(np.max(r_same.iterations)),
-                adam_core_seconds=t_adam_core, lm_to_adam_residual_core_seconds=t_same_core,
-                load_average=os.getloadavg()[0],
-            )  # fmt: skip
-            print(json.dumps(row))
-            rows.append(row)
-    atomic_write_json(Path(args.out).with_suffix(".json"), rows)
-    write_markdown(rows, args)
+    den = denoiser(args)
+    result = dict(
+        platform=f"{jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'})",
+        args=dataclasses.asdict(args),
+    )
+    if args.part in ("all", "abc"):
+        result["abc"] = run_abc(args, den, torus)
+    if args.part in ("all", "pairs"):
+        result["pairs"] = run_pairs(args, den, torus)
+    result["load_average"] = os.getloadavg()[0]
+    if args.part != "all":
+        return atomic_write_json(part_path(args.part), result)
+    atomic_write_json(path, result)
+    write_markdown(result, args)
 
 
-def write_markdown(rows, args):
+def _fmt_t(t):
+    return "—" if t is None else f"{t * 1e3:.1f} ms"
+
+
+def _ratio(a, b):
+    return "—" if a is None or b is None else f"**{a / b:.0f}x**"
+
+
+def write_markdown(res, args):
     lines = [
-        "# GFM: Levenberg-Marquardt (banded) vs Adam (official settings)",
+        "# GFM on a trained torus denoiser: LM robustness and speed vs official Adam",
         "",
-        "Torus, tube potential at sigma 0.1, lambda 1, Euclidean prior, random surface pairs. "
-        f"Adam: the official lr 0.05, eps 1e-5, clip 10, {args.adam_iters} iterations. "
-        "LM: `gfm.solve(method='lm')` to its default tolerance (rounding floor of the stencil); "
-        "'LM s (iters)' is the time of that run, its worst pair's iterations and how many pairs "
-        "converged. In the 64-pair batches a few pairs cannot converge: their path runs "
-        "through the torus's medial axis (its core circle or the z-axis), where the tube "
-        "potential's force jumps, and the residual has no zero; LM stops them as stalled "
-        "(reason codes 3 / 7, `converged=False`), and a vmapped batch runs until its slowest "
-        "pair stops (the iteration count shown). "
-        "Adam never reaches LM's residual, so the 'speed-up' (Adam's full run / LM's run) is a "
-        "lower bound on the time-to-the-same-residual ratio; the next two columns are LM's "
-        "time to Adam's final residual (worst pair's `sqrt(mean_i |r_i|^2)`) and Adam's time "
-        "over it, both through `gfm.solve`, end to end. Adam's residual does not settle on "
-        "this problem (it jumps between iterations, and rounding-level changes of the start "
-        "move its final value by up to a third), so that target is itself noisy; where it is "
-        "above the straight line's residual (marked †) LM meets it at its initial path and the "
-        "same-residual ratio only compares one residual evaluation with Adam's run; there the "
-        "'speed-up' column (LM's full run, whose worst residual is far below Adam's) is the "
-        "informative one. "
-        "The 'solver loop only' column times `minimise_path` (the code `gfm.solve` runs) under "
-        "a plain `jax.jit(vmap(...))` for both methods; the difference to the end-to-end time "
-        "is `gfm.solve`'s per-call cost (host-side input checks, solver-cache lookup, "
-        "endpoint validity masks, report): 0.04-0.06 ms measured with interleaved calls after "
-        "a sub-millisecond LM solve; in back-to-back multi-millisecond solves the same host "
-        "work measured 0.3-0.5 ms, as it then competes with XLA's CPU worker threads for the "
-        "2 shared cores. At this load the medians of a batch row also vary by up to ~20% "
-        "between runs, so the two ratios of a row differ partly by noise. "
-        "The load average (2 shared cores) is given per row: timings are noisy. "
-        f"Medians of >= {args.repeats} warm runs (and >= {args.min_seconds} s of runs), "
-        f"{args.dtype}, "
-        f"{jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'}).",
+        f"Command: `uv run benchmarks/bench_gfm.py` ({res['platform']}, float64, load average "
+        f"{res['load_average']:.1f} on 2 shared cores: timings are noisy). Denoiser: quick "
+        f"architecture, {res['args']['steps']} steps. See the script's docstring for the "
+        "protocol and `experiments/gfm/README_solver.md` for the discussion.",
         "",
-        "Command: `uv run benchmarks/bench_gfm.py`",
+        "## Torus runs A/B/C (sigma 0.1, lambda 1, angle-linear start on the surface)",
         "",
-        "| waypoints | pairs | straight-line residual | Adam s | Adam residual | LM s (iters) |"
-        " LM residual | speed-up | manifold err Adam / LM | LM s to Adam's residual |"
-        " same-residual speed-up | solver loop only: Adam s / LM s to Adam's residual |"
-        " load avg |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | solver | status | iterations | EL residual | mean / max distance to torus "
+        "| max denoiser displacement | time |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        conv = f", {r['lm_converged']}/{r['batch']} conv." if "lm_converged" in r else ""
-        dagger = " †" if r["adam_residual"] >= r["initial_residual"] else ""
-        lines.append(
-            f"| {r['n_points']} | {r['batch']} | {r['initial_residual']:.3g} | "
-            f"{r['adam_seconds']:.3f} | {r['adam_residual']:.3g} | {r['lm_seconds']:.4f} "
-            f"({r['lm_iterations']}{conv}) | {r['lm_residual']:.1e} | **{r['speedup']:.0f}x** | "
-            f"{r['adam_manifold_error']:.4f} / {r['lm_manifold_error']:.4f} | "
-            f"{r['lm_to_adam_residual_seconds']:.4f} | "
-            f"**{r['adam_seconds'] / r['lm_to_adam_residual_seconds']:.0f}x**{dagger} | "
-            + (
-                f"{r['adam_core_seconds']:.4f} / {r['lm_to_adam_residual_core_seconds']:.5f} = "
-                f"**{r['adam_core_seconds'] / r['lm_to_adam_residual_core_seconds']:.0f}x** | "
-                f"{r['load_average']:.1f} |"
-                if "adam_core_seconds" in r
-                else "n/a | n/a |"
+    for r in res["abc"]:
+        for solver, label in (("lm", "LM"), ("lm_continuation", "LM + continuation"),
+                              ("adam", "Adam (official)")):  # fmt: skip
+            d = r[solver]
+            its = d.get("iterations_total", d["iterations"][0])
+            lines.append(
+                f"| {r['run']} | {label} | {d['status'][0]} | {its} | {d['residual'][0]:.2g} | "
+                f"{d['err_mean'][0]:.3f} / {d['err_max'][0]:.3f} | "
+                f"{d['displacement_max'][0]:.3f} | {_fmt_t(d['seconds'])} |"
             )
+    p = res["pairs"]
+    lines += [
+        "",
+        f"## {p['pairs']} random on-surface pairs (Euclidean prior, {p['n_points']} waypoints)",
+        "",
+        f"Fraction of pairs that converge / end on the surface (max distance <= "
+        f"{res['args']['on_surface']}) / both.",
+        "",
+        "| initialisation | LM | LM + continuation |",
+        "|---|---:|---:|",
+    ]
+    for name, row in p["inits"].items():
+        cells = [
+            f"{row[s]['converged']:.2f} / {row[s]['on_surface']:.2f} / "
+            f"{row[s]['converged_on_surface']:.2f}"
+            for s in ("lm", "lm_continuation")
+        ]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    lines += [
+        "",
+        "## Speed: time to the same target (official Adam vs LM)",
+        "",
+        "(a) EL residual target = the smallest residual official Adam reaches in its 1501 "
+        "iterations; (b) mean manifold error target = the worse of the two final errors. Adam's "
+        "time = its measured 1501-iteration time x the fraction of iterations it needed.",
+        "",
+        "| problem | (a) target | Adam (its.) | LM | LM + cont. | ratio | (b) target | Adam (its.) "
+        "| LM | ratio | peak memory LM / Adam |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in res["abc"]:
+        a, b, mem = r["speed_residual"], r["speed_error"], r["memory_bytes"]
+        best = min(
+            t for t, s in ((a["lm_seconds"], a["lm_status"]),
+                           (a["lm_continuation_seconds"], a["lm_continuation_status"]))
+            if s == "converged"
+        ) if "converged" in (a["lm_status"], a["lm_continuation_status"]) else None  # fmt: skip
+        note = " (on-surface start)" if b["adam_iterations"] == 0 else ""
+        lines.append(
+            f"| run {r['run']} | {a['target']:.3g} | {_fmt_t(a['adam_seconds'])} "
+            f"({a['adam_iterations']}) | {_fmt_t(a['lm_seconds'])} ({a['lm_status']}) | "
+            f"{_fmt_t(a['lm_continuation_seconds'])} ({a['lm_continuation_status']}) | "
+            f"{_ratio(a['adam_seconds'], best)} | {b['target']:.3f} | "
+            f"{_fmt_t(b['adam_seconds'])} ({b['adam_iterations']}){note} | "
+            f"{_fmt_t(b['lm_continuation_seconds'])} | "
+            + (
+                "— (trivial) | "
+                if b["adam_iterations"] == 0
+                else f"{_ratio(b['adam_seconds'], b['lm_continuation_seconds'])} | "
+            )
+            + f"{mem['lm'] / 1e6:.2f} / {mem['adam'] / 1e6:.2f} MB |"
         )
+    s = p["speed"]
+    lines.append(
+        f"| {p['pairs']} pairs, chord start | {s['residual_target']:.3g} | "
+        f"{_fmt_t(s['adam_seconds'])} ({s['adam_iterations']}) | {_fmt_t(s['lm_seconds'])} | — | "
+        f"{_ratio(s['adam_seconds'], s['lm_seconds'])} | {s['error_target']:.3f} | "
+        f"{_fmt_t(s['adam_error_seconds'])} ({s['adam_error_iterations']}) | "
+        f"{_fmt_t(s['lm_error_seconds'])} ({s['lm_error_iterations']} its.) | "
+        f"{_ratio(s['adam_error_seconds'], s['lm_error_seconds'])} | "
+        f"{s['memory_bytes']['lm'] / 1e6:.2f} / {s['memory_bytes']['adam'] / 1e6:.2f} MB |"
+    )
     out = Path(args.out)
     atomic_write_bytes(out.with_suffix(".md"), ("\n".join(lines) + "\n").encode())
     print("\n".join(lines))
