@@ -347,6 +347,9 @@ def solve(
         raise ValueError(
             f"lm_options {sorted(unknown)}: expected keys geodesic, accel_ratio, slow_factor"
         )
+    # Other backends (e.g. the matrix-free LM of ._matrix_free) dispatch here: every input has
+    # been checked and ``init_arg`` / ``tol`` / ``max_iters`` resolved; the banded solve below
+    # is the default backend.
     if score_grad is None:
         score_grad = method != "adam"
     cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
