@@ -183,8 +183,9 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         p = arrays[f"{r['run']}/{r['solver']}"]
         c = RUN_COLORS.get(r["run"], plotting.color(r["run"]))
         ls = "-" if r["solver"] == "lm" else "--"
-        label = (f"{r['run']} ({r['alpha']:g}, {r['beta']:g}) {r['solver']}: {r['route']}, "
-                 f"{r['status']}, d {r['error_mean']:.3f}")  # fmt: skip
+        th_mid = float(poloidal_angle(p[len(p) // 2]))
+        label = (f"{r['run']} ({r['alpha']:g}, {r['beta']:g}) {r['solver']}: {r['route']} "
+                 f"(th_mid {th_mid:.2f}), {r['status']}, d {r['error_mean']:.3f}")  # fmt: skip
         ax3.plot(*p.T, ls, color=c, linewidth=1.5)
         ph = np.unwrap(np.arctan2(p[:, 1], p[:, 0]))
         th = np.unwrap(poloidal_angle(p))
@@ -199,8 +200,13 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     ax2.set_xticklabels(["0", "pi/2", "pi"])
     ax2.set_yticks([-np.pi / 2, 0, np.pi / 2, np.pi])
     ax2.set_yticklabels(["-pi/2 bottom", "0 outer", "pi/2 top", "pi inner"])
-    n_routes = int(record.headline.get("lm/distinct_routes", 0))
-    ax2.set_title(f"unrolled; LM finds {n_routes} distinct route(s)")
+    lm = [r for r in rows if r["solver"] == "lm"]
+    routes = {r["route"] for r in lm if r["on_manifold"]}
+    ax2.set_title(
+        f"LM: {len(routes)} distinct on-surface route(s); "
+        + ", ".join(f"{r['run']} {r['route']} ({r['status']})" for r in lm),
+        fontsize=8,
+    )
     ax2.legend(loc="upper left", bbox_to_anchor=(0.0, -0.18), fontsize=6)
     return [plotting.save(fig, figure_path(run_dir, out, "gfm_torus_metrics"))]
 
