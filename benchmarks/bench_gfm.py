@@ -24,6 +24,8 @@ its settings). Everything runs in float64 (the float32 weights are loaded as flo
    manifold errors. LM's time to a target is measured by re-running it with ``max_iters = j``
    for the first ``j`` that meets it (its solve is deterministic). Peak memory is XLA's
    ``memory_analysis()`` of each compiled solve.
+4. **Calibration** of the validity check: the denoiser displacement of surface points moved
+   along the normal, against the offset.
 
     uv run benchmarks/bench_gfm.py            # writes benchmarks/results/gfm.{md,json}
 """
@@ -87,7 +89,7 @@ class Args:
     from_json: bool = False
     """Only rewrite the Markdown from the saved <out>.json."""
     part: str = "all"
-    """"all", or "abc" / "pairs" to run one part into <out>_<part>.json (two processes);
+    """"all", or "abc" / "pairs" / "calibration" to run one part into <out>_<part>.json;
     "merge" combines those into <out>.json and writes the Markdown."""
 
 
@@ -333,6 +335,21 @@ def run_pairs(args, den, torus):
     return out
 
 
+def run_calibration(den, torus, offsets=(0.0, 0.05, 0.1, 0.2, 0.3, -0.05, -0.1, -0.2, -0.3, -0.38)):
+    """Mean denoiser displacement of 400 surface points moved along the normal by each offset
+    (positive outwards), at sigma 0.02 / 0.05 / 0.1: how well it measures the distance."""
+    u = torus.sample_coords(jax.random.key(3), 400)
+    x = jax.vmap(torus.embed)(u)
+    n = jax.vmap(torus.normal_at)(u)
+    rows = []
+    for off in offsets:
+        disp = [float(jnp.mean(gfm.denoiser_displacement(x + off * n, den, s)))
+                for s in (0.02, 0.05, 0.1)]  # fmt: skip
+        rows.append(dict(offset=off, sigma_0_02=disp[0], sigma_0_05=disp[1], sigma_0_1=disp[2]))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(args: Args):
     path = Path(args.out).with_suffix(".json")
     part_path = lambda name: Path(f"{args.out}_{name}.json")  # noqa: E731
@@ -341,6 +358,8 @@ def main(args: Args):
     if args.part == "merge":
         result = json.loads(part_path("abc").read_text())
         result["pairs"] = json.loads(part_path("pairs").read_text())["pairs"]
+        if part_path("calibration").exists():
+            result["calibration"] = json.loads(part_path("calibration").read_text())["calibration"]
         atomic_write_json(path, result)
         return write_markdown(result, args)
     torus = get_manifold("torus")
@@ -353,6 +372,8 @@ def main(args: Args):
         result["abc"] = run_abc(args, den, torus)
     if args.part in ("all", "pairs"):
         result["pairs"] = run_pairs(args, den, torus)
+    if args.part in ("all", "calibration"):
+        result["calibration"] = run_calibration(den, torus)
     result["load_average"] = os.getloadavg()[0]
     if args.part != "all":
         return atomic_write_json(part_path(args.part), result)
@@ -372,7 +393,9 @@ def write_markdown(res, args):
     lines = [
         "# GFM on a trained torus denoiser: LM robustness and speed vs official Adam",
         "",
-        f"Command: `uv run benchmarks/bench_gfm.py` ({res['platform']}, float64, load average "
+        "Command: `uv run benchmarks/bench_gfm.py` (this run: `--part abc`, `--part pairs` and "
+        "`--part calibration` as separate processes, then `--part merge`; "
+        f"{res['platform']}, float64, load average "
         f"{res['load_average']:.1f} on 2 shared cores: timings are noisy). Denoiser: quick "
         f"architecture, {res['args']['steps']} steps. See the script's docstring for the "
         "protocol and `experiments/gfm/README_solver.md` for the discussion.",
@@ -455,6 +478,22 @@ def write_markdown(res, args):
         f"{_ratio(s['adam_error_seconds'], s['lm_error_seconds'])} | "
         f"{s['memory_bytes']['lm'] / 1e6:.2f} / {s['memory_bytes']['adam'] / 1e6:.2f} MB |"
     )
+    if "calibration" in res:
+        lines += [
+            "",
+            "## Denoiser displacement |D(x, sigma) - x| vs distance to the torus",
+            "",
+            "400 surface points moved along the normal by the offset (positive outwards); mean "
+            "displacement.",
+            "",
+            "| offset | sigma 0.02 | sigma 0.05 | sigma 0.1 |",
+            "|---:|---:|---:|---:|",
+        ]
+        for c in res["calibration"]:
+            lines.append(
+                f"| {c['offset']:+.2f} | {c['sigma_0_02']:.3f} | {c['sigma_0_05']:.3f} | "
+                f"{c['sigma_0_1']:.3f} |"
+            )
     out = Path(args.out)
     atomic_write_bytes(out.with_suffix(".md"), ("\n".join(lines) + "\n").encode())
     print("\n".join(lines))
