@@ -24,13 +24,12 @@ def test_registered():
         assert f"geomopt.canon.{m}" in EXPERIMENTS
 
 
-def _check_layout(out, expected_keys, figure):
+def _check_layout(out, expected_keys):
     files = sorted(p.name for p in out.path.iterdir())
     assert files == ["config.json", "metrics.jsonl", "summary.json"]
     for p in out.path.iterdir():
         assert os.stat(p).st_mode & 0o777 == 0o644 & ~_umask()
     assert expected_keys <= set(out.headline)
-    return figure
 
 
 def _umask():
@@ -43,7 +42,7 @@ def test_curve_regularity_smoke(tmp_path):
     exp = _exp("exp_curve_regularity")
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     keys = {f"curve/{c}/d{d}" for c in ("hilbert", "morton") for d in (2, 3)}
-    _check_layout(out, keys, None)
+    _check_layout(out, keys)
     assert out.headline["curve/hilbert/d2"] == pytest.approx(0.5, abs=0.06)
     assert out.headline["curve/morton/d3"] < 0.1
     figs = plot_run(exp, out.path, tmp_path / "figures")
@@ -57,7 +56,7 @@ def test_stability_smoke(tmp_path):
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     keys = {f"{k}/{o}/d{d}" for k in ("change_slope", "ratio_slope", "jump")
             for o in ("lex", "hilbert", "morton") for d in (2, 3)}  # fmt: skip
-    _check_layout(out, keys, None)
+    _check_layout(out, keys)
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["stability_smoke.png"]
 
@@ -67,7 +66,7 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     keys = {f"slope/d{d}/{k}" for d in (2, 3) for k in ("l2", "lex", "hilbert", "wass")}
     keys |= {"growth/lex/exp_rate", "growth/hilbert/poly_degree", "slope/k1/wass"}
-    _check_layout(out, keys, None)
+    _check_layout(out, keys)
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["covering_smoke.png"]
     # no data: refused before a folder exists, with a message saying what to put where
