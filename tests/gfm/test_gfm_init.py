@@ -130,3 +130,19 @@ def test_continuation_in_sigma_ends_converged_at_the_last_level():
     np.testing.assert_allclose(path, direct, atol=1e-6)  # the same on-circle solution
     with pytest.raises(ValueError, match="non-increasing"):
         gfm.solve_continuation(x0, x1, model=circle, sigmas=(0.1, 0.3))
+
+
+def test_path_validity_reports_displacement_and_true_distance():
+    circle, manifold = SmoothedCircle(), get_manifold("circle")
+    arc = np.asarray(gfm.slerp(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 9))
+    line = np.asarray(gfm.chord(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 9))
+    v = gfm.path_validity(np.stack([arc, line]), denoiser=circle, sigma=0.01, manifold=manifold,
+                          threshold=0.05)  # fmt: skip
+    np.testing.assert_allclose(v["distance_max"], [0.0, 1.0 - np.sqrt(0.5)], atol=1e-9)
+    np.testing.assert_allclose(v["distance_mean"][1], np.mean(1 - np.linalg.norm(line, axis=1)))
+    assert list(v["on_manifold"]) == [True, False]
+    assert float(v["displacement_max"][0]) < 0.02 < float(v["displacement_max"][1])
+    only = gfm.path_validity(line, denoiser=circle, sigma=0.01, threshold=0.05)
+    assert "distance_max" not in only and not bool(only["on_manifold"])
+    with pytest.raises(ValueError, match="needs a denoiser, a manifold"):
+        gfm.path_validity(line)
