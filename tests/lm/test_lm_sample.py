@@ -22,11 +22,21 @@ def model():
     return m
 
 
+@jax.jit
+def _full_logits(params, tokens_1xC):
+    graphdef = nnx.graphdef(nnx.eval_shape(lambda: GPT2(CFG, rngs=nnx.Rngs(0))))
+    return nnx.merge(graphdef, params)(tokens_1xC)
+
+
 def _greedy_reference(model, prompt, n):
+    """Greedy continuation by recomputing the full (uncached) forward pass for every token; the
+    sequence is zero-padded to the context (causal: later positions do not matter)."""
+    params = nnx.state(model, nnx.Param)
     seq = list(prompt)
     for _ in range(n):
-        logits = model(jnp.asarray([seq]))
-        seq.append(int(jnp.argmax(logits[0, -1])))
+        padded = jnp.asarray([seq + [0] * (CFG.context - len(seq))])
+        logits = _full_logits(params, padded)
+        seq.append(int(jnp.argmax(logits[0, len(seq) - 1])))
     return seq[len(prompt) :]
 
 
