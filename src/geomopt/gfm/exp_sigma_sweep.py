@@ -166,10 +166,10 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         ax.invert_xaxis()
     ax_e.set_yscale("log")
     ax_e.set_ylabel("mean distance to the manifold")
-    ax_e.set_title(f"{cfg['manifold']}, {cfg['n_pairs']} pairs, {cfg['potential']} score")
+    ax_e.set_title(f"{cfg['manifold']}, {cfg['n_pairs']} pairs, {cfg['potential']}", fontsize=9)
     ax_f.set_ylabel("fraction failed (stalled, diverged, off)")
     ax_f.set_ylim(-0.05, 1.05)
-    ax_f.set_title(f"off: max distance > {cfg['on_manifold_tol']:g} (lines offset)")
+    ax_f.set_title(f"off: max dist. > {cfg['on_manifold_tol']:g}; lines offset", fontsize=9)
     ax_f.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return [plotting.save(fig, figure_path(run_dir, out, "gfm_sigma_sweep"))]
 
