@@ -305,7 +305,10 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         if k == "family_dist":
             for ref, ls in (("reconstruction", "--"), ("endpoints", ":")):
                 ax.axhline(table[ref][k], color="k", ls=ls, lw=0.8, label=ref)
-            ax.legend(loc="best", fontsize=6)
+            top = np.array(vals + [table["reconstruction"][k], table["endpoints"][k]], float)
+            if np.isfinite(top).any():  # room for the legend above the bars
+                ax.set_ylim(0, 1.4 * np.nanmax(top))
+            ax.legend(loc="upper left", fontsize=6, ncols=2)
         ax.set_xticks(x, [LABELS.get(m, m) for m in methods], rotation=60, fontsize=7)
         ax.set_title(k + (" (lower better)" if k in ("CD", "HD", "family_dist") else ""),
                      fontsize=8)  # fmt: skip
