@@ -1,0 +1,273 @@
+"""GFM at latent scale: matrix-free Levenberg-Marquardt against the official Adam.
+
+One endpoint pair per size, the official shape-latent setting: 10 waypoints (``--n-points``),
+sigma 0.3 (force = score of the denoiser at sigma), lambda 1, hypersphere-projected residual,
+SLERP initialisation. Official Adam: lr 0.01, eps 1e-5, 500 iterations, no clipping, force
+detached (:func:`geomopt.gfm.latent.official_adam`). Matrix-free LM
+(:func:`geomopt.gfm.minimise_path_matrix_free`, ``fd_trace`` preconditioner) is run to the EL
+residual Adam ends at (``sqrt(mean_i |r_i|^2)``), and, separately, to 1/100 of it.
+
+The denoiser (cost, not a trained model): ``D(x, sigma) = D_gmm(x, sigma) + c_out(sigma)
+F(c_in(sigma) x, c_noise(sigma))`` where ``D_gmm`` is the exact denoiser of a mixture of 8
+Gaussians (std 0.5) in R^d whose means are the data (the endpoints are two of the means plus
+noise sigma * N(0, I)), and ``F`` is the official EDM MLP (``EDMDenoiser``: input layer
+``d -> width``, ``--blocks`` residual SiLU blocks of ``width + 128 -> width``, output
+``width -> d``) at random initialisation with the output layer scaled to ``--out-scale``.
+Per evaluation ``F`` costs ``2 (2 d width + blocks (width + 128) width)`` flops: with width 1024
+and 4 blocks, 9 MFLOP at d = 512, 68 MFLOP at d = 16,384 (about a small latent UNet's order of
+magnitude on a CPU budget; a real EDM2 UNet costs 100x more, which scales both solvers alike).
+
+Timing: each solve is compiled first (not timed), then run ``--repeats`` times; the minimum
+wall time is reported. Peak memory is XLA's ``memory_analysis()`` of each compiled solve
+(arguments + outputs + temporaries - aliased). The network's weights are arguments of both.
+
+    uv run benchmarks/bench_gfm_latent.py      # writes benchmarks/results/gfm_latent.{md,json}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import time
+from functools import partial
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tyro
+
+from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_preconditioning
+from geomopt.gfm._matrix_free import gfm_residual, minimise_path_matrix_free, slerp
+from geomopt.gfm.latent import _adam_jit
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    dims: tuple[int, ...] = (512, 4096, 16384)
+    """Latent dimensions d (4096 = the 512 x 8 shape latent flattened, 16,384 = a 4 x 64 x 64
+    image latent)."""
+    n_points: tuple[int, ...] = (10,)
+    """Waypoints including the endpoints (official: 10)."""
+    width: int = 1024
+    """Hidden width of the MLP in the denoiser."""
+    blocks: int = 4
+    """Residual blocks of the MLP."""
+    out_scale: float = 0.05
+    """Standard deviation of the MLP's output-layer weights (the official init is zero)."""
+    rank: int = 16
+    """Dimension k of the data's linear manifold."""
+    s_par: float = 3.0
+    """Data standard deviation along the manifold."""
+    s_perp: float = 0.05
+    """Data standard deviation off the manifold."""
+    sigma: float = 0.3
+    """Noise level of the endpoints and of the force."""
+    adam_iters: int = 500
+    """Official Adam iterations."""
+    repeats: int = 2
+    """Timed runs per solve (minimum reported)."""
+    max_iters: int = 50
+    """LM iteration cap."""
+    cg_max_iters: int = 50
+    """CG steps per LM iteration, cap."""
+    out: str = "benchmarks/results/gfm_latent"
+    """Output stem (.md and .json are written)."""
+
+
+class LowRankGaussian(eqx.Module):
+    """Data ``N(mu, s_par^2 U U^T + s_perp^2 I)``, ``U`` (d x k) orthonormal: a k-dimensional
+    linear "manifold" of latents. Its smoothed score is exact and linear, applied without a
+    d x d matrix: ``-(I - U U^T)(x - mu)/a - U U^T (x - mu)/b``, ``a = s_perp^2 + sigma^2``,
+    ``b = s_par^2 + sigma^2``."""
+
+    mu: jax.Array
+    basis: jax.Array
+    s_par: float = eqx.field(static=True)
+    s_perp: float = eqx.field(static=True)
+
+    def denoise(self, x, sigma):
+        y = x - self.mu
+        par = self.basis @ (self.basis.T @ y)
+        a, b = self.s_perp**2 + sigma**2, self.s_par**2 + sigma**2
+        return x - sigma**2 * ((y - par) / a + par / b)
+
+
+class BenchDenoiser(eqx.Module):
+    data: LowRankGaussian
+    net: EDMDenoiser
+
+    def __call__(self, x, sigma):
+        _, c_out, c_in, c_noise = edm_preconditioning(sigma, 1.0)
+        return self.data.denoise(x, sigma) + c_out * self.net.network(c_in * x, c_noise)
+
+
+class Score(eqx.Module):
+    den: BenchDenoiser
+    sigma: jax.Array
+
+    def __call__(self, x):
+        return (self.den(x, self.sigma) - x) / self.sigma**2
+
+
+def make_problem(d, args, seed=0):
+    k_mu, k_u, k_net, k_out, k_z, k0, k1 = jax.random.split(jax.random.key(seed), 7)
+    basis, _ = jnp.linalg.qr(jax.random.normal(k_u, (d, args.rank)))
+    data = LowRankGaussian(jax.random.normal(k_mu, (d,)), basis, args.s_par, args.s_perp)
+    net = EDMDenoiser(d, DenoiserConfig(width=args.width, n_blocks=args.blocks), key=k_net)
+    w = net.output_proj.weight
+    net = eqx.tree_at(
+        lambda n: n.output_proj.weight, net, args.out_scale * jax.random.normal(k_out, w.shape)
+    )
+    score = Score(BenchDenoiser(data, net), jnp.asarray(args.sigma, jnp.float32))
+    z = args.s_par * jax.random.normal(k_z, (2, args.rank))
+    x0 = data.mu + basis @ z[0] + args.sigma * jax.random.normal(k0, (d,))
+    x1 = data.mu + basis @ z[1] + args.sigma * jax.random.normal(k1, (d,))
+    return score, x0, x1
+
+
+def flops_per_eval(d, args):
+    w, e = args.width, 128
+    return 2 * (2 * d * w + args.blocks * (w + e) * w)
+
+
+def memory_bytes(compiled, temp_only=False):
+    m = compiled.memory_analysis()
+    if m is None:
+        return float("nan")
+    if temp_only:
+        return m.temp_size_in_bytes
+    return (
+        m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        + m.temp_size_in_bytes
+        - m.alias_size_in_bytes
+    )
+
+
+def timed(fn, *a, repeats):
+    best, out = np.inf, None  # fn is compiled ahead of time: no warm-up call needed
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fn(*a))
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def bench_one(d, k, args):
+    score, x0, x1 = make_problem(d, args)
+    lam = jnp.asarray(1.0, jnp.float32)
+
+    def adam(x0, x1, score):
+        return _adam_jit(
+            slerp(x0, x1, k),
+            score,
+            lam,
+            jnp.asarray(0.01, jnp.float32),
+            jnp.asarray(1e-5, jnp.float32),
+            args.adam_iters,
+            "hypersphere",
+        )
+
+    def mf(x0, x1, score, tol):
+        res = partial(gfm_residual, lam=lam, score=score, kind="hypersphere")
+        return minimise_path_matrix_free(
+            slerp(x0, x1, k),
+            res,
+            tol=tol,
+            max_iters=args.max_iters,
+            cg_max_iters=args.cg_max_iters,
+            tangent=True,
+        )
+
+    params, static = eqx.partition(score, eqx.is_array)
+
+    def with_params(fn):
+        return jax.jit(lambda x0, x1, p, *a: fn(x0, x1, eqx.combine(p, static), *a))
+
+    adam_c = with_params(adam).lower(x0, x1, params).compile()
+    mf_c = with_params(mf).lower(x0, x1, params, jnp.float32(1.0)).compile()
+    score = params
+    t_adam, (_, hist, res_adam) = timed(adam_c, x0, x1, score, repeats=args.repeats)
+    hist = np.asarray(hist)
+    res0 = float(hist[0])
+    target = float(res_adam)
+    t_mf, (_, res_mf, it_mf, code_mf, cg_mf) = timed(
+        mf_c, x0, x1, score, jnp.float32(target), repeats=args.repeats
+    )
+    t_mf2, (_, res_mf2, it_mf2, code_mf2, cg_mf2) = timed(
+        mf_c, x0, x1, score, jnp.float32(target / 100), repeats=args.repeats
+    )
+    # An independent check of the residual the matrix-free path reaches.
+    return {
+        "d": d,
+        "n_points": k,
+        "mflop_per_eval": flops_per_eval(d, args) / 1e6,
+        "residual_init": res0,
+        "adam_residual": target,
+        "adam_s": t_adam,
+        "adam_mem_mb": memory_bytes(adam_c) / 2**20,
+        "mf_residual": float(res_mf),
+        "mf_iters": int(it_mf),
+        "mf_cg": int(cg_mf),
+        "mf_code": int(code_mf),
+        "mf_s": t_mf,
+        "speedup": t_adam / t_mf,
+        "mf100_residual": float(res_mf2),
+        "mf100_iters": int(it_mf2),
+        "mf100_cg": int(cg_mf2),
+        "mf100_code": int(code_mf2),
+        "mf100_s": t_mf2,
+        "mf_mem_mb": memory_bytes(mf_c) / 2**20,
+        "adam_temp_mb": memory_bytes(adam_c, temp_only=True) / 2**20,
+        "mf_temp_mb": memory_bytes(mf_c, temp_only=True) / 2**20,
+        "weights_mb": sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(score)) / 2**20,
+    }
+
+
+def table(rows):
+    head = (
+        "| d | K | MFLOP/eval | start res. | Adam res. (500 it) | Adam s | MF s (LM it / CG) "
+        "| speed-up | MF to res/100 s (LM it / CG, res.) | Adam MB (temp) | MF MB (temp) "
+        "| weights MB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {r['d']} | {r['n_points']} | {r['mflop_per_eval']:.0f} | {r['residual_init']:.3g} "
+        f"| {r['adam_residual']:.3g} | {r['adam_s']:.2f} | {r['mf_s']:.2f} "
+        f"({r['mf_iters']} / {r['mf_cg']}) | {r['speedup']:.1f}x | {r['mf100_s']:.2f} "
+        f"({r['mf100_iters']} / {r['mf100_cg']}, {r['mf100_residual']:.3g}) "
+        f"| {r['adam_mem_mb']:.1f} ({r['adam_temp_mb']:.1f}) "
+        f"| {r['mf_mem_mb']:.1f} ({r['mf_temp_mb']:.1f}) | {r['weights_mb']:.1f} |"
+        for r in rows
+    ]
+    return head + "\n".join(lines) + "\n"
+
+
+def main(args: Args):
+    rows = []
+    for d in args.dims:
+        for k in args.n_points:
+            r = bench_one(d, k, args)
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+    env = {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "args": dataclasses.asdict(args),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    md = f"# GFM latent solver benchmark\n\n`{json.dumps(env)}`\n\n" + table(rows)
+    out.with_suffix(".md").write_text(md)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
