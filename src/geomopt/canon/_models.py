@@ -332,11 +332,14 @@ def make_model(
 def training_model(kind: str, n_points: int, d: int, n_classes: int, cfg, *, key) -> eqx.Module:
     """The model whose ``apply`` consumes :func:`prepare_inputs` (``kind``'s architecture; the
     canonized MLPs are built with the identity order since their inputs come pre-sorted, so that
-    all four share one compiled training step; likewise the PCA / skewness rotation models)."""
+    all four share one compiled training step; likewise the PCA / skewness rotation models and
+    the four transformer serializations)."""
     if kind in ("lex", "hilbert", "morton"):
         return CanonMLP(n_points, d, n_classes, cfg, order="identity", key=key)
     if kind in ("rot_pca", "rot_skew"):  # inputs come canonized: same network as rot_none
         return make_model("rot_none", n_points, d, n_classes, cfg, key=key)
+    if kind.startswith("transformer_"):  # serializations come with the inputs: one network
+        return make_model("transformer_lex", n_points, d, n_classes, cfg, key=key)
     return make_model(kind, n_points, d, n_classes, cfg, key=key)
 
 
@@ -359,7 +362,11 @@ def prepare_inputs(kind: str, x, cfg: ModelConfig, *, seed: int = 0, chunk: int 
     if kind.startswith("rot_"):
         from geomopt.canon._rotations import canonize_rotation
 
-        f = jax.jit(jax.vmap(lambda c: canonize_rotation(kind.removeprefix("rot_"), c)))
+        # lax.map, not vmap: under jit(vmap) skew_frame gave a different third axis than one
+        # cloud at a time (seen on CPU, jax 0.10.2); lax.map matches the unbatched result
+        f = jax.jit(
+            lambda z: jax.lax.map(lambda c: canonize_rotation(kind.removeprefix("rot_"), c), z)
+        )
         return jnp.concatenate([f(x[i : i + chunk]) for i in range(0, len(x), chunk)])
     xn = _normalize_all(x)
     if kind in ("lex", "hilbert", "morton", "unsorted"):

@@ -208,7 +208,9 @@ def rotation_covering_proxy(x_test, y_test, x_train, y_train, canon: str) -> flo
     from scipy.optimize import linear_sum_assignment
 
     name = "pca" if canon in ("frame_avg", "random_frame") else canon
-    f = jax.jit(jax.vmap(lambda c: canonize_rotation(name, c)))
+    f = jax.jit(
+        lambda z: jax.lax.map(lambda c: canonize_rotation(name, c), z)
+    )  # see prepare_inputs
     a = np.asarray(f(jnp.asarray(x_test, jnp.float32)), np.float64)
     b = np.asarray(f(jnp.asarray(x_train, jnp.float32)), np.float64)
     flips = sign_flips(a.shape[-1]) if canon == "frame_avg" else np.ones((1, a.shape[-1]))
