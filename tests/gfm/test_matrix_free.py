@@ -209,3 +209,29 @@ def test_bad_input_names_the_value(kwargs, match):
     x0, x1 = args.pop("x0"), args.pop("x1")
     with pytest.raises((ValueError, TypeError), match=match):
         solve_matrix_free(x0, x1, **args)
+
+
+def test_gfm_solve_dispatches_by_backend_and_d(x64):
+    d = 6
+    gm = mixture(d, 3, 0.3)
+    score = gfm.ScoreAt(gm, jnp.asarray(0.3))
+    x0, x1 = (np.asarray(gm.means[i], np.float64) for i in (0, 2))
+    path, rep = gfm.solve(x0, x1, score=score, n_points=10, backend="matrix_free", tol=1e-9)
+    ref, _ = solve_matrix_free(x0, x1, score=score, residual="euclidean", init="linear", tol=1e-9)
+    assert rep.method == "matrix_free" and rep.converged
+    np.testing.assert_allclose(np.asarray(path), np.asarray(ref), atol=1e-10)
+    _, rep_auto = gfm.solve(x0, x1, score=score, n_points=10, tol=1e-9)
+    assert rep_auto.method == "lm"  # small d: the banded solver
+    with pytest.raises(ValueError, match="backend='matrix_free' with residual 'metric'"):
+        gfm.solve(x0, x1, metric=gfm.Conformal(lambda x: 1.0 + x @ x), backend="matrix_free")
+    with pytest.raises(ValueError, match="backend 'sparse'"):
+        gfm.solve(x0, x1, backend="sparse")
+
+
+def test_gfm_solve_auto_is_matrix_free_at_latent_scale():
+    d = 256
+    gm = mixture(d, 2, 0.5)
+    score = gfm.ScoreAt(gm, jnp.asarray(0.3))
+    x0, x1 = gm.means[0] + 0.1, gm.means[1] - 0.1
+    _, rep = gfm.solve(x0, x1, score=score, n_points=10, residual="hypersphere", tol=1e-3)
+    assert rep.method == "matrix_free" and rep.converged, rep.reason

@@ -34,6 +34,7 @@ from ._solve import CONVERGED_CODES, METHODS, SolveReport, minimise_path
 
 __all__ = ["solve", "straight_line", "check_endpoints", "default_tol", "DEFAULT_MAX_ITERS"]
 
+MATRIX_FREE_MIN_D = 256  # gfm.solve(backend="auto") uses the matrix-free LM from this d on
 DEFAULT_MAX_ITERS = {"lm": 200, "gauss_newton": 100, "adam": 1501}
 
 
@@ -253,6 +254,7 @@ def solve(
     clip=10.0,
     eps=1e-8,
     lm_options: dict | None = None,
+    backend: str = "auto",
 ):
     """Solve the GFM collocation problem between ``x0`` and ``x1``; return ``(path, report)``.
 
@@ -290,6 +292,14 @@ def solve(
         lm_options: Levenberg-Marquardt options (static: a new value compiles once):
             ``geodesic`` (geodesic acceleration, default True), ``accel_ratio`` (0.75: largest
             accepted ``2|a|/|v|``), ``slow_factor`` (10: the "too slow" stop, code 7).
+        backend: ``"banded"`` (the solvers above), ``"matrix_free"`` (Levenberg-Marquardt with
+            conjugate gradients on JVPs/VJPs, memory O(K d), :func:`geomopt.gfm.solve_matrix_free`;
+            Euclidean / hypersphere residual, method ``"lm"``/``"gauss_newton"``; ``score_grad``,
+            ``lr``, ``clip``, ``eps``, ``lm_options`` do not apply) or ``"auto"``: matrix-free
+            for those residuals and methods when ``d >= MATRIX_FREE_MIN_D`` (256), banded
+            otherwise. The threshold is from the cost per LM iteration (the banded LM pushes
+            ``d`` tangents through the score and factors ``d x d`` blocks; the matrix-free one
+            takes ~2 JVP/VJPs per CG step, 5-30 CG steps measured), not a measured crossover.
 
     Returns:
         ``path`` of shape ``(n_points, d)`` (or ``(B, n_points, d)``) with the endpoints, and a
@@ -350,6 +360,23 @@ def solve(
     # Other backends (e.g. the matrix-free LM of ._matrix_free) dispatch here: every input has
     # been checked and ``init_arg`` / ``tol`` / ``max_iters`` resolved; the banded solve below
     # is the default backend.
+    free_ok = kind in ("euclidean", "hypersphere") and method in ("lm", "gauss_newton")
+    if backend not in ("auto", "banded", "matrix_free"):
+        raise ValueError(f"backend {backend!r}: expected 'auto', 'banded' or 'matrix_free'")
+    if backend == "matrix_free" and not free_ok:
+        raise ValueError(
+            f"backend='matrix_free' with residual {kind!r} and method {method!r}: expected the "
+            "'euclidean' or 'hypersphere' residual and method 'lm' or 'gauss_newton'"
+        )
+    if backend == "matrix_free" or (
+        backend == "auto" and free_ok and x0n.shape[-1] >= MATRIX_FREE_MIN_D
+    ):
+        from ._matrix_free import solve_matrix_free
+
+        return solve_matrix_free(
+            x0n, x1n, score=score, lam=float(lam), n_points=n_points, residual=kind,
+            init="linear" if init_arg is None else init_arg, tol=float(tol), max_iters=max_iters,
+        )  # fmt: skip
     if score_grad is None:
         score_grad = method != "adam"
     cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
