@@ -13,7 +13,8 @@ optimiser state donated. PyTorch: the nanoGPT architecture (``F.scaled_dot_produ
 implementation), eager and ``torch.compile`` (inductor, model only). Runs are interleaved (one
 step of each per round, after warm-up/compilation) and the medians compared. MFU is
 FLOPs/token (6N + 12 L D T) x tokens/s divided by the measured float32 rate of a jitted
-2048 x 2048 matmul in this process ("% of matmul rate"). The step time depends heavily on
+2048 x 2048 matmul in this process, measured again in every round and taken as the median
+("% of matmul rate"), so that a busy machine lowers both. The step time depends heavily on
 what else runs on the machine: the load average is recorded with the results.
 Results are printed and written to ``benchmarks/results/lm.md``.
 """
@@ -139,6 +140,7 @@ def bench_shape(batch, seq, rounds, with_compile, peak):
 
     torch.set_num_threads(os.cpu_count() or 1)
     fns = {"geomopt (JAX)": jax_step_fn(MODEL, batch, seq)}
+    del peak  # replaced by the rate measured during the rounds
     fns["PyTorch eager"] = torch_step_fn(MODEL, batch, seq, compile_model=False)
     if with_compile:
         fns["PyTorch compile"] = torch_step_fn(MODEL, batch, seq, compile_model=True)
@@ -149,7 +151,9 @@ def bench_shape(batch, seq, rounds, with_compile, peak):
         warm[name] = time.perf_counter() - t
         print(f"{batch}x{seq} {name}: first step {warm[name]:.1f} s (loss {loss0:.3f})", flush=True)
     times = {name: [] for name in fns}
+    rates = []
     for r in range(rounds):
+        rates.append(measured_matmul_rate(repeats=3))  # the machine's rate during this round
         for name, fn in fns.items():
             t = time.perf_counter()
             fn()
@@ -159,6 +163,8 @@ def bench_shape(batch, seq, rounds, with_compile, peak):
             + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in times.items()),
             flush=True,
         )
+    peak = statistics.median(rates)
+    print(f"{batch}x{seq} matmul rate during the rounds: {peak / 1e9:.1f} GFLOP/s", flush=True)
     fpt = flops_per_token(MODEL, seq)
     out = []
     for name, ts in times.items():
@@ -173,6 +179,7 @@ def bench_shape(batch, seq, rounds, with_compile, peak):
                 tokens_per_s=batch * seq / med,
                 matmul_pct=100 * fpt * batch * seq / med / peak,
                 first_s=warm[name],
+                rate=peak,
             )
         )
     return out
@@ -197,7 +204,8 @@ def main():
         "# GPT-2 124M train step: geomopt (JAX) vs nanoGPT-style PyTorch, CPU",
         "",
         f"{os.cpu_count()} CPU cores; float32 jitted 2048^2 matmul rate {peak / 1e9:.1f} GFLOP/s "
-        f"(the 100 % of the last column); load average {load0:.1f} at the start, {load1:.1f} at "
+        "before the runs (the 100 % of the matmul column is the median rate measured during "
+        f"the rounds of each shape); load average {load0:.1f} at the start, {load1:.1f} at "
         "the end (other jobs were running: absolute times are noisy, the interleaved ratios "
         f"less so). AdamW, float32; median of {args.rounds} interleaved rounds after warm-up. "
         f"`uv run benchmarks/bench_lm.py --shapes {args.shapes} --rounds {args.rounds}"
@@ -216,7 +224,8 @@ def main():
         lines.append(
             f"| {r['batch']} x {r['seq']} | {r['impl']} | {r['step_s']:.2f} | "
             f"{r['spread'][0]:.2f}-{r['spread'][1]:.2f} | {r['tokens_per_s']:,.0f} | "
-            f"{r['matmul_pct']:.1f} % | {r['step_s'] / ours['step_s']:.2f}x | {r['first_s']:.0f} |"
+            f"{r['matmul_pct']:.1f} % ({r['rate'] / 1e9:.1f} GFLOP/s) | "
+            f"{r['step_s'] / ours['step_s']:.2f}x | {r['first_s']:.0f} |"
         )
     lines += [
         "",
