@@ -7,15 +7,17 @@ detached (:func:`geomopt.gfm.latent.official_adam`). Matrix-free LM
 (:func:`geomopt.gfm.minimise_path_matrix_free`, ``fd_trace`` preconditioner) is run to the EL
 residual Adam ends at (``sqrt(mean_i |r_i|^2)``), and, separately, to 1/100 of it.
 
-The denoiser (cost, not a trained model): ``D(x, sigma) = D_gmm(x, sigma) + c_out(sigma)
-F(c_in(sigma) x, c_noise(sigma))`` where ``D_gmm`` is the exact denoiser of a mixture of 8
-Gaussians (std 0.5) in R^d whose means are the data (the endpoints are two of the means plus
-noise sigma * N(0, I)), and ``F`` is the official EDM MLP (``EDMDenoiser``: input layer
-``d -> width``, ``--blocks`` residual SiLU blocks of ``width + 128 -> width``, output
-``width -> d``) at random initialisation with the output layer scaled to ``--out-scale``.
-Per evaluation ``F`` costs ``2 (2 d width + blocks (width + 128) width)`` flops: with width 1024
-and 4 blocks, 9 MFLOP at d = 512, 68 MFLOP at d = 16,384 (about a small latent UNet's order of
-magnitude on a CPU budget; a real EDM2 UNet costs 100x more, which scales both solvers alike).
+The denoiser (a cost model, not a trained model): ``D(x, sigma) = D_data(x, sigma) + c_out(sigma)
+F(c_in(sigma) x, c_noise(sigma))`` where ``D_data`` is the exact denoiser of a Gaussian on a
+``--rank``-dimensional linear "manifold" of latents (std ``--s-par`` along it, ``--s-perp`` off
+it; :class:`LowRankGaussian`; the endpoints are two of its samples plus noise sigma N(0, I)), and
+``F`` is the official EDM MLP (``EDMDenoiser``: input layer ``d -> width``, ``--blocks`` residual
+SiLU blocks of ``width + 128 -> width``, output ``width -> d``) at random initialisation with the
+output layer's weights of std ``--out-scale`` (a nonlinear force). With width 1024 and 4 blocks
+one evaluation costs 12 / 26 / 77 MFLOP at d = 512 / 4096 / 16,384 (a real latent UNet costs far
+more per evaluation, which scales both solvers alike). On an 8-component Gaussian mixture
+(a memorising denoiser) at d = 4096 the force jumps between cells and the LM stalls; see
+``benchmarks/results/gfm_latent.md``.
 
 Timing: each solve is compiled first (not timed), then run ``--repeats`` times; the minimum
 wall time is reported. Peak memory is XLA's ``memory_analysis()`` of each compiled solve
