@@ -4,7 +4,8 @@ One endpoint pair per size, the official shape-latent setting: 10 waypoints (``-
 sigma 0.3 (force = score of the denoiser at sigma), lambda 1, hypersphere-projected residual,
 SLERP initialisation. Official Adam: lr 0.01, eps 1e-5, 500 iterations, no clipping, force
 detached (:func:`geomopt.gfm.latent.official_adam`). Matrix-free LM
-(:func:`geomopt.gfm.minimise_path_matrix_free`, ``fd_trace`` preconditioner) is run to the EL
+(:func:`geomopt.gfm._matrix_free.minimise_path_matrix_free`, ``fd_trace`` preconditioner,
+tangent steps) is run to the EL
 residual Adam ends at (``sqrt(mean_i |r_i|^2)``), and, separately, to 1/100 of it.
 
 The denoiser (a cost model, not a trained model): ``D(x, sigma) = D_data(x, sigma) + c_out(sigma)
