@@ -191,6 +191,7 @@ LABELS = {
     "transformer_random": "transformer, random",
 }
 STYLES = {
+    "morton": ("#8c564b", "-"),
     "unsorted": ("#7f7f7f", "-"),
     "group_avg": ("#9467bd", "-"),
     "deepsets": ("#2ca02c", "--"),
@@ -245,7 +246,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     rows = rec.metrics
     kinds = [k for k in cfg["kinds"] if any(r["kind"] == k for r in rows)]
     dims = sorted({r["d"] for r in rows})
-    fig, axes = plotting.figure(2, 2, width=3.6, height=2.6)
+    fig, axes = plotting.figure(2, 2, width=4.0, height=2.8)
     full = [r for r in rows if r["stride"] == 1]
     draw_sweep(full, kinds, "d", axes[:, 0], xs_ticks=dims)
     axes[1, 0].set_xlabel("point dimension d (full training set)")
@@ -255,14 +256,16 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     draw_sweep(at, kinds, "fraction", axes[:, 1], xs_ticks=fracs, log2=True)
     axes[1, 1].set_xlabel(f"training fraction (d = {dmax})")
     slopes = rec.headline
-    axes[0, 0].set_title(f"shape families, k = {cfg['k']}, {cfg['n_points']} points")
-    axes[0, 1].set_title(f"{cfg['n_train']} training clouds at fraction 1")
+    fig.suptitle(
+        f"k = {cfg['k']} shape families, {cfg['n_points']} points, {cfg['n_train']} training "
+        f"clouds at fraction 1, {cfg['n_seeds']} seeds"
+    )
     handles, labels = axes[0, 0].get_legend_handles_labels()
     labels = [
         f"{lab} (gap slope {float(slopes.get('gap_slope/' + k, 'nan')):+.3f}/d)"
         for lab, k in zip(labels, kinds, strict=True)
     ]
-    fig.legend(handles, labels, loc="outside right upper")
+    fig.legend(handles, labels, loc="outside lower center", ncols=2)
     return [plotting.save(fig, figure_path(run_dir, out, "classify"))]
 
 

@@ -163,7 +163,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         ax.set_xlabel("training fraction")
     src = "synthetic demo shards (not ModelNet)" if cfg["demo"] else cfg["dataset"]
     fig.suptitle(f"{src}, {cfg['n_points']} points, {cfg['n_seeds']} seeds")
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right upper")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return [plotting.save(fig, figure_path(run_dir, out, "modelnet"))]
 
 
