@@ -322,8 +322,8 @@ EXPERIMENT = Experiment(
         ),  # fmt: skip
     },
     notes={
-        "smoke": "torus, 2 pairs, 10 waypoints, tiny denoiser and metric fits (seconds)",
-        "quick": "torus + twin peaks, 8 pairs, 50 waypoints, quick denoiser (CPU, minutes)",
+        "smoke": "torus, 2 pairs, 10 waypoints, tiny denoiser and fits (76 s wall at load 20)",
+        "quick": "torus + twin peaks, 8 pairs, 50 waypoints, quick denoiser (313 s CPU time)",
         "paper": "official 128x4 denoiser, 3 seeds x 8 pairs, RBF 2000 centres kappa 2, "
         "official GFM Adam too",
     },
