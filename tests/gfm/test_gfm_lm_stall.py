@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from geomopt import gfm
-from geomopt.gfm.experiments import TubePotential
+from geomopt.gfm._potentials import TubePotential
 from geomopt.manifolds import get_manifold
 
 # A pair of torus surface points (from the GFM benchmark's 32-waypoint batch) whose path crosses
