@@ -1,14 +1,14 @@
-"""Run folders, config capture, JSONL metrics and a progress display.
+"""The files of a run folder: atomic writes, JSON conversion, and reading a run back.
 
-A run lives in ``<root>/<experiment>/<name>/`` and holds
+A run folder (made by :func:`geomopt.experiment.execute`) holds
 
-- ``config.json``   the full (tyro) config that produced it,
-- ``metrics.jsonl`` one JSON object per logged step, appended as the run goes,
-- ``summary.json``  written last; its presence marks the run as complete.
+- ``config.json``   the config and its provenance,
+- ``metrics.jsonl`` one JSON object per logged row, appended as the run goes,
+- ``summary.json``  written last, with the ``headline``; its presence marks the run finished.
 
-Every JSON file is written atomically (temporary file + ``os.replace``) so an interrupted run
-never leaves a half-written file behind. A complete run is never overwritten unless the caller
-passes ``overwrite=True``; an incomplete one (no ``summary.json``) may be resumed or replaced.
+Every JSON file is written atomically (temporary file + ``os.replace``, mode 0644 under a 022
+umask) so an interrupted run never leaves a half-written file behind. :func:`read_run` names the
+file and line of anything missing or corrupt.
 """
 
 from __future__ import annotations
@@ -18,22 +18,17 @@ import enum
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Run",
     "RunExistsError",
-    "Progress",
     "atomic_write_bytes",
     "atomic_write_json",
     "load_metrics",
-    "load_run",
     "read_run",
     "RunRecord",
     "RunError",
@@ -210,163 +205,3 @@ def read_run(path: str | os.PathLike) -> RunRecord:
     summary_path = path / SUMMARY_FILE
     summary = read_json(summary_path) if summary_path.exists() else None
     return RunRecord(path, config, load_metrics(path), summary)
-
-
-def load_run(path: str | os.PathLike) -> tuple[dict, list[dict], dict | None]:
-    """Return ``(config, metrics, summary)`` of a run folder; ``summary`` is None if unfinished.
-
-    Superseded by :func:`read_run`; kept while experiments move to :mod:`geomopt.experiment`.
-    """
-    record = read_run(path)
-    return record.config, record.metrics, record.summary
-
-
-@dataclasses.dataclass
-class Run:
-    """A run folder. Create with :meth:`Run.create`; log with :meth:`log`; end with :meth:`finish`.
-
-    Example::
-
-        run = Run.create("signsgd", "toy-quick", config)
-        run.log(step=10, loss=loss)          # arrays are fetched lazily, at write time
-        run.finish({"final_loss": loss})
-    """
-
-    path: Path
-
-    @classmethod
-    def create(
-        cls,
-        experiment: str,
-        name: str,
-        config: Any,
-        *,
-        root: str | os.PathLike = "results",
-        overwrite: bool = False,
-        resume: bool = False,
-    ) -> Run:
-        """Make (or reopen) ``<root>/<experiment>/<name>``.
-
-        Args:
-            experiment: experiment family, e.g. ``"signsgd"``.
-            name: run name inside the family.
-            config: the config object (a dataclass) saved to ``config.json``.
-            root: results root folder.
-            overwrite: replace an existing run folder, complete or not.
-            resume: keep an incomplete run's metrics and append to them.
-
-        Raises:
-            RunExistsError: the folder holds a complete run and ``overwrite`` is False.
-        """
-        for label, value in (("experiment", experiment), ("name", name)):
-            if not value or "/" in value or value in (".", ".."):
-                raise ValueError(f"run {label} {value!r}: expected a non-empty folder name")
-        path = Path(root) / experiment / name
-        if path.exists():
-            complete = (path / SUMMARY_FILE).exists()
-            if overwrite:
-                shutil.rmtree(path)
-            elif complete:
-                raise RunExistsError(
-                    f"run folder {path} holds a finished run; pass overwrite=True "
-                    "(--overwrite on the command line) to replace it"
-                )
-            elif not resume:
-                (path / METRICS_FILE).unlink(missing_ok=True)
-        path.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path / CONFIG_FILE, config)
-        return cls(path)
-
-    @property
-    def is_complete(self) -> bool:
-        return (self.path / SUMMARY_FILE).exists()
-
-    def log(self, step: int | None = None, /, **metrics: Any) -> None:
-        """Append one JSON line ``{"step": step, **metrics}`` to ``metrics.jsonl``."""
-        row = {"step": step} if step is not None else {}
-        row.update(metrics)
-        self.log_rows([row])
-
-    def log_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Append many rows at once (one file open, one flush)."""
-        text = "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows)
-        with open(self.path / METRICS_FILE, "a") as f:
-            f.write(text)
-            f.flush()
-
-    def metrics(self) -> list[dict[str, Any]]:
-        return load_metrics(self.path)
-
-    def finish(self, summary: Mapping[str, Any]) -> None:
-        """Write ``summary.json``; the run is complete from then on."""
-        atomic_write_json(self.path / SUMMARY_FILE, dict(summary))
-
-
-class Progress:
-    """A progress display for long loops that never forces a device sync on its own.
-
-    ``update(step, metrics)`` keeps the metrics it is given (possibly unfinished device arrays)
-    and only converts them to numbers when it prints, at most every ``min_interval`` seconds, and
-    then the metrics of the *previous* printed update, which the device has long finished.
-    Printing goes to ``stream`` (stderr by default): one rewritten line on a terminal, plain
-    lines otherwise.
-    """
-
-    def __init__(
-        self,
-        total: int,
-        desc: str = "",
-        *,
-        min_interval: float = 2.0,
-        stream=None,
-        enabled: bool = True,
-    ):
-        if total < 0:
-            raise ValueError(f"Progress total {total}: expected >= 0")
-        self.total = total
-        self.desc = desc
-        self.min_interval = min_interval
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled
-        self._start = time.perf_counter()
-        self._last_print = -math.inf
-        self._pending: tuple[int, Mapping[str, Any]] | None = None
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def update(self, step: int, metrics: Mapping[str, Any] | None = None) -> None:
-        now = time.perf_counter()
-        if not self.enabled or now - self._last_print < self.min_interval:
-            if self._pending is None:
-                self._pending = (step, metrics or {})
-            return
-        shown = self._pending if self._pending is not None else (step, metrics or {})
-        self._pending = (step, metrics or {})
-        self._print(step, shown[1], now)
-
-    def close(self, metrics: Mapping[str, Any] | None = None) -> None:
-        if not self.enabled:
-            return
-        if metrics is None and self._pending is not None:
-            metrics = self._pending[1]
-        self._print(self.total, metrics or {}, time.perf_counter(), final=True)
-
-    def _print(self, step: int, metrics: Mapping[str, Any], now: float, final: bool = False):
-        self._last_print = now
-        elapsed = now - self._start
-        rate = step / elapsed if elapsed > 0 else 0.0
-        parts = [f"{self.desc} {step}/{self.total}", f"{elapsed:6.1f}s", f"{rate:,.1f} it/s"]
-        for k, v in metrics.items():
-            x = to_jsonable(v)
-            parts.append(f"{k}={x:.4g}" if isinstance(x, float) else f"{k}={x}")
-        line = "  ".join(parts)
-        if self._tty:
-            self.stream.write("\r" + line + ("\n" if final else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def __iter__(self) -> Iterator[int]:
-        for i in range(self.total):
-            yield i
-            self.update(i + 1)
-        self.close()
