@@ -2,7 +2,8 @@
 
 Subpackages: :mod:`geomopt.optim` (SignSGD, Signum, Muon), :mod:`geomopt.problems`
 (synthetic sparse/dense-noise problems), plus shared primitives :mod:`geomopt.runs`,
-:mod:`geomopt.plotting` and :mod:`geomopt.nn`; every experiment is a :class:`geomopt.experiment.Experiment` listed in :mod:`geomopt.registry`.
+:mod:`geomopt.plotting` and :mod:`geomopt.nn`; every experiment is a
+:class:`geomopt.experiment.Experiment` listed in :mod:`geomopt.registry`.
 """
 
 __version__ = "0.1.0"
