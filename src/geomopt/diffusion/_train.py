@@ -17,8 +17,8 @@ import dataclasses
 import io
 import json
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import equinox as eqx
 import jax
