@@ -14,10 +14,9 @@ space.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 
@@ -63,19 +62,13 @@ class DigitsConfig:
 
 
 def validate(cfg: DigitsConfig) -> None:
-    for n in ("edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters", "rbf_iters",
-              "land_iters", "rbf_centers", "denoise_steps", "n_test"):  # fmt: skip
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+    check_ints(cfg, "edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters",
+               "rbf_iters", "land_iters", "rbf_centers", "denoise_steps", "n_test")  # fmt: skip
     if cfg.n_points < 3:
         raise ValueError(f"n_points={cfg.n_points}: expected >= 3")
     if not 2 * cfg.n_pairs <= cfg.n_test <= 1000:
         raise ValueError(f"n_test={cfg.n_test}: expected 2 * n_pairs <= n_test <= 1000")
-    for n in ("sigma", "lr"):
-        v = getattr(cfg, n)
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
+    check_positive(cfg, "sigma", "lr")
     if cfg.residual not in ("hypersphere", "euclidean"):
         raise ValueError(f"residual={cfg.residual!r}: expected 'hypersphere' or 'euclidean'")
     bad = [m for m in cfg.methods if m not in ALL_METHODS]

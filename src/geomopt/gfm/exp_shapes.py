@@ -20,7 +20,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 
@@ -88,21 +88,15 @@ class ShapesConfig:
 
 
 def validate(cfg: ShapesConfig) -> None:
-    for n in ("n_shapes", "n_reference", "mesh_res", "n_cloud", "n_query", "latent_dim",
+    check_ints(cfg, "n_shapes", "n_reference", "mesh_res", "n_cloud", "n_query", "latent_dim",
               "ae_width", "ae_steps", "ae_batch", "edm_width", "edm_steps", "n_pairs",
               "denoise_steps", "decode_res", "n_surface", "n_eval_points", "rbf_centers",
-              "adam_iters", "rbf_iters", "land_iters"):  # fmt: skip
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+              "adam_iters", "rbf_iters", "land_iters")  # fmt: skip
     if cfg.n_points < 3:
         raise ValueError(f"n_points={cfg.n_points}: expected >= 3")
     if not cfg.eval_steps or not all(0 < s < cfg.n_points - 1 for s in cfg.eval_steps):
         raise ValueError(f"eval_steps={cfg.eval_steps}: expected inner waypoints of {cfg.n_points}")
-    for n in ("sigma", "lr"):
-        v = getattr(cfg, n)
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
+    check_positive(cfg, "sigma", "lr")
     if cfg.residual not in ("hypersphere", "euclidean"):
         raise ValueError(f"residual={cfg.residual!r}: expected 'hypersphere' or 'euclidean'")
     bad = [m for m in cfg.methods if m not in ALL_METHODS]
