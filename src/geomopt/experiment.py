@@ -341,12 +341,6 @@ class Run:
         """A path inside the run folder (the caller writes it, atomically where it matters)."""
         return self.path / name
 
-    def save_json(self, name: str, obj: Any) -> Path:
-        path = self.path / name
-        if self.primary:
-            atomic_write_json(path, obj)
-        return path
-
     def save_arrays(self, name: str, **arrays: Any) -> Path:
         """Save arrays as one ``.npz`` atomically (read back with ``numpy.load``)."""
         import io
