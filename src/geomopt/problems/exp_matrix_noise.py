@@ -135,6 +135,15 @@ COLORS = {"sgd": "sgd", "muon_svd": "muon-svd", "muon_ns": "muon-ns"}
 MARKERS = {"sgd": "o", "muon_svd": "s", "muon_ns": "D"}
 
 
+def _series(ax, xs, rows, name: str, slope: float) -> None:
+    """One optimiser's complexities; Muon (Newton-Schulz) with open markers."""
+    from geomopt import plotting
+
+    ax.plot(xs, [r["complexity"] for r in rows], marker=MARKERS[name], ms=5,
+            mfc="none" if name == "muon_ns" else None, color=plotting.color(COLORS[name]),
+            label=f"{LABELS[name]}: slope {slope:.2f}")  # fmt: skip
+
+
 def plot(run_dir: Path, out: Path) -> list[Path]:
     """``matrix_noise.png``: complexity vs n for rank-1 and for full-rank noise (one panel each)
     and vs noise rank. Muon (SVD) and Muon (Newton-Schulz) nearly coincide: open vs filled
@@ -150,11 +159,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         for name in cfg["optimizers"]:
             ok = [r for r in rows if r["sweep"] == "size" and r["opt"] == name
                   and r["noise"] == noise and not r["censored"]]  # fmt: skip
-            slope = head[f"slope_vs_n/{name}/{noise}"]
-            ax.plot([r["n"] for r in ok], [r["complexity"] for r in ok], marker=MARKERS[name],
-                    ms=5, mfc="none" if name == "muon_ns" else None,
-                    color=plotting.color(COLORS[name]),
-                    label=f"{LABELS[name]}: slope {slope:.2f}")  # fmt: skip
+            _series(ax, [r["n"] for r in ok], ok, name, head[f"slope_vs_n/{name}/{noise}"])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(cfg["sizes"], [str(n) for n in cfg["sizes"]])
@@ -165,11 +170,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     ax = axes[0, 2]
     for name in cfg["optimizers"]:
         ok = [r for r in rows if r["sweep"] == "rank" and r["opt"] == name and not r["censored"]]
-        slope = head[f"slope_vs_rank/{name}"]
-        ax.plot([r["rank"] for r in ok], [r["complexity"] for r in ok], marker=MARKERS[name],
-                ms=5, mfc="none" if name == "muon_ns" else None,
-                color=plotting.color(COLORS[name]),
-                label=f"{LABELS[name]}: slope {slope:.2f}")  # fmt: skip
+        _series(ax, [r["rank"] for r in ok], ok, name, head[f"slope_vs_rank/{name}"])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(cfg["ranks"], [str(r) for r in cfg["ranks"]])
