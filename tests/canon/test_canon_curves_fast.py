@@ -1,4 +1,4 @@
-"""Table-driven Hilbert encoder (d <= 4) vs the hilbertcurve oracle and the loop encoder."""
+"""The three Hilbert encoders (unrolled, table, loop) vs the hilbertcurve oracle and each other."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,9 +15,48 @@ def test_table_encoder_matches_hilbertcurve(d, bits):
     rng = np.random.default_rng(d * 100 + bits)
     hi = 2 ** min(bits, 32)
     q = rng.integers(0, hi, size=(64, d), dtype=np.uint64).astype(np.uint32)
-    ours = words_to_int(np.asarray(hilbert_index(jnp.asarray(q), bits)))
+    ours = words_to_int(np.asarray(_curves._hilbert_kernel(jnp.asarray(q), bits, "table")))
     curve = HilbertCurve(bits, d)
     assert [int(v) for v in ours] == [curve.distance_from_point(p) for p in q.tolist()]
+
+
+# Unrolled encoder (the default up to 64 index bits): every working type (uint8 / uint16 /
+# uint32 coordinates), one and two output words, d from 1 to 64, and bits > 32 (rolled levels).
+UNROLLED = [(1, 9), (1, 40), (2, 16), (2, 32), (3, 7), (3, 16), (3, 21), (4, 16), (5, 12)]
+UNROLLED += [(6, 10), (7, 9), (8, 8), (11, 5), (16, 4), (21, 3), (32, 2), (64, 1), (2, 33)]
+
+
+@pytest.mark.parametrize("d,bits", UNROLLED)
+def test_unrolled_encoder_matches_hilbertcurve(d, bits):
+    assert _curves._encoder_mode(d, min(bits, 32)) == "unrolled"
+    rng = np.random.default_rng(d * 1000 + bits)
+    q = rng.integers(0, 2 ** min(bits, 32), size=(2, 48, d), dtype=np.uint64).astype(np.uint32)
+    q[0, 0] = 0
+    q[0, 1] = 2 ** min(bits, 32) - 1  # the corners: all bits clear / set
+    h = np.asarray(hilbert_index(jnp.asarray(q), bits))
+    assert h.shape == (2, 48, _curves.n_words(d, bits)) and h.dtype == np.uint32
+    curve = HilbertCurve(bits, d)
+    expected = [curve.distance_from_point(p) for p in q.reshape(-1, d).tolist()]
+    assert [int(v) for v in words_to_int(h.reshape(-1, h.shape[-1]))] == expected
+
+
+@pytest.mark.parametrize("d,bits", [(2, 16), (3, 16), (4, 12), (6, 10), (16, 4)])
+def test_encoders_agree(d, bits):
+    """The same points through every encoder give the same words (on more points than the
+    oracle tests can afford)."""
+    q = np.random.default_rng(3).integers(0, 2**bits, size=(4000, d)).astype(np.uint32)
+    modes = ["unrolled", "loop"] + (["table"] if d <= _curves._TABLE_MAX_D else [])
+    outs = {m: np.asarray(_curves._hilbert_kernel(jnp.asarray(q), bits, m)) for m in modes}
+    for m in modes[1:]:
+        np.testing.assert_array_equal(outs[m], outs["unrolled"], err_msg=m)
+
+
+def test_encoder_mode_choice_and_bad_mode():
+    assert _curves._encoder_mode(3, 16) == "unrolled"
+    assert _curves._encoder_mode(3, 23) == "table"
+    assert _curves._encoder_mode(8, 10) == "loop"
+    with pytest.raises(ValueError, match="encoder mode 'fast'"):
+        _curves._hilbert_kernel(jnp.zeros((2, 3), jnp.uint32), 4, "fast")
 
 
 @pytest.mark.parametrize("d,bits", [(2, 7), (3, 11), (4, 6)])

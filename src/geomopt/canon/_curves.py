@@ -12,13 +12,13 @@ needed for any ``d`` or ``bits``.
 Why this is fast: Skilling's per-level "invert or exchange the lower bits" step is a handful of
 whole-word unsigned-integer operations (a mask from the level's bit, an xor-swap under that mask),
 so one level over all points is a short, static, branch-free chain of vectorised integer
-operations. For ``d <= 4`` the per-level step is instead a precomputed finite-state table (state =
-the signed permutation accumulated by the exchanges/inversions, plus the Gray-code parity), several
-levels per gather; see :func:`_hilbert_words_table`. For ``d > 4`` (tables would be too large) the
-levels run in a loop over cache-sized chunks of points, in the narrowest integer type that holds
-``bits`` (``uint8`` for ``bits <= 8``: 4x the SIMD lanes of ``uint32``), with the points of a
-chunk laid out in blocks of 128 along the minor axis so every step vectorises; see
-:func:`_hilbert_words_loop`.
+operations. Up to 64 index bits (every ``d`` at the usual resolutions) all levels are unrolled,
+so XLA compiles each output word into one elementwise loop over the points, in the narrowest
+integer type that holds ``bits`` (``uint8`` for ``bits <= 8``: 4x the SIMD lanes of ``uint32``);
+see :func:`_hilbert_words_unrolled`. Longer indices use, for ``d <= 4``, a precomputed
+finite-state table (state = the signed permutation accumulated by the exchanges/inversions, plus
+the Gray-code parity), several levels per gather (:func:`_hilbert_words_table`), and for
+``d > 4`` the levels in a loop over cache-sized chunks of points (:func:`_hilbert_words_loop`).
 
 Levels above the coordinates' bit width (``bits > 32`` with 32-bit coordinates) hold only zero
 bits; at such a level Skilling's step exchanges ``x_0`` with every ``x_i`` in turn, which rotates
@@ -360,9 +360,10 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     Equals ``HilbertCurve(bits, d).distance_from_point(q)`` of the PyPI ``hilbertcurve``
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
-    static. For ``d <= 4`` a table-driven state machine is used (one small-table gather per
-    2-8 levels); for ``d > 4`` Skilling's level loop over cache-sized chunks of points, in the
-    narrowest integer type holding ``bits``. Both compile in about a second.
+    static. Up to 64 index bits Skilling's levels are unrolled into one elementwise loop per
+    output word; longer indices use a table-driven state machine for ``d <= 4`` (one small-table
+    gather per 2-8 levels) and a level loop over cache-sized chunks of points for ``d > 4``. All
+    work in the narrowest integer type holding ``bits`` and compile in one to three seconds.
 
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
     (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
@@ -375,15 +376,68 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     return _guard(out, bad, f"hilbert_index: coordinate out of range [0, 2**{bits})")
 
 
-@functools.partial(jax.jit, static_argnums=(1,))
-def _hilbert_kernel(q, bits: int):
+# Encoders: "unrolled" (every level inlined into one loop per output word) while the index has
+# at most _UNROLL_MAX_BITS bits (it compiles in 1-2 s there and was measured 2-5x faster than the
+# others, at every d); beyond that "table" for d <= _TABLE_MAX_D, else "loop".
+_UNROLL_MAX_BITS = 64
+_MODES = ("unrolled", "table", "loop")
+
+
+def _encoder_mode(d: int, b: int) -> str:
+    """Which encoder :func:`hilbert_index` uses for ``d`` coordinates of ``b`` working bits."""
+    if d * b <= _UNROLL_MAX_BITS:
+        return "unrolled"
+    return "table" if d <= _TABLE_MAX_D else "loop"
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _hilbert_kernel(q, bits: int, mode: str | None = None):
+    """The index words of ``q``; ``mode`` (static) forces one encoder (tests compare them)."""
     dtype = _work_dtype(q.dtype)
+    d = q.shape[-1]
     b = min(bits, 8 * dtype.itemsize)
-    n_out = n_words(q.shape[-1], bits)
-    if q.shape[-1] <= _TABLE_MAX_D:
+    n_out = n_words(d, bits)
+    mode = _encoder_mode(d, b) if mode is None else mode
+    if mode not in _MODES:
+        raise ValueError(f"encoder mode {mode!r}: expected one of {_MODES}")
+    if mode == "table":
         xs = _roll(_split(q, dtype), bits - b)
         return _stack_last(_hilbert_words_table(xs, b, n_out))
-    return _hilbert_words_loop(jnp.roll(q, bits - b, axis=-1), b, n_out)
+    q = jnp.roll(q, bits - b, axis=-1)
+    if mode == "unrolled":
+        return _hilbert_words_unrolled(q, b, n_out)
+    return _hilbert_words_loop(q, b, n_out)
+
+
+def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
+    """:func:`_hilbert_words` with every level unrolled, over ``q (..., d)`` (entries below
+    ``2**b``), in the narrowest unsigned type holding ``b`` bits.
+
+    With no loop carry, XLA CPU compiles each output word into ONE elementwise loop over the
+    points (the whole level chain inlined, shared values computed once per point), instead of
+    one fusion per coordinate per level that re-reads memory and repeats the exchange chain
+    (see :func:`_hilbert_words`). A word needs only the levels down to its lowest digit, so
+    leading words cost less. Each word is written into the output by its own in-place update:
+    stacking the words in one fusion instead made LLVM take 10-100 s on the branchy loop body.
+    Compile time grows with ``d * b`` (1-2 s at ``d * b = 64``); with three or more words XLA
+    turned one update into a select over the whole output (measured 2x slower than the loop
+    encoder at d = 8, b = 10), so this path is used up to ``_UNROLL_MAX_BITS = 64`` bits.
+    """
+    lead, d = q.shape[:-1], q.shape[-1]
+    dtype = _narrow_dtype(b)
+    flat = q.reshape(-1, d).astype(dtype)
+    xs = [flat[:, i] for i in range(d)]
+    parity = jnp.zeros(xs[0].shape, dtype)
+    words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
+    for level in range(b - 1, -1, -1):
+        xs, parts, parity = _hilbert_level(xs, parity, jnp.asarray(level, dtype), d)
+        words = _shift_words_left(words, d)
+        for k, v in parts.items():
+            words[n_out - 1 - k] = words[n_out - 1 - k] | v
+    out = jnp.zeros((flat.shape[0], n_out), jnp.uint32)
+    for k, w in enumerate(words):
+        out = out.at[:, k].set(w)
+    return out.reshape(*lead, n_out)
 
 
 # Points per step of the loop encoder (a multiple of _LANE): the level loop then works on
