@@ -101,7 +101,7 @@ def _check_coords(q, bits: int, name: str):
     """Validate integer coordinates in ``[0, 2**bits)``; return ``(q, bad)``.
 
     Concrete inputs are checked eagerly (a ``ValueError``/``TypeError`` naming the bad value)
-    and ``bad`` is ``None``; under ``jit`` ``bad`` is a traced flag that :func:`_guard` turns
+    and ``bad`` is ``None``; under ``jit`` ``bad`` is a traced flag that :func:`_guard_zero` turns
     into an :func:`equinox.error_if` runtime check on the result (an ``EqxRuntimeError`` when the
     compiled function runs; see equinox's ``EQX_ON_ERROR``).
     """
@@ -140,12 +140,17 @@ def _check_coords(q, bits: int, name: str):
     return q, None
 
 
+def _guard_zero(bad, message: str) -> UInt32[Array, ""]:
+    """A ``uint32`` zero that raises ``message`` when it is used if the traced flag ``bad`` is set
+    (an :func:`equinox.error_if` runtime check; ``bad=None`` means already checked). Or-ing it
+    into a result ties the check to that result."""
+    zero = jnp.zeros((), jnp.uint32)
+    return zero if bad is None else eqx.error_if(zero, bad, message)
+
+
 def _guard(out, bad, message: str):
-    """``out`` unchanged, raising ``message`` when it is used if the traced flag ``bad`` is set
-    (an :func:`equinox.error_if` runtime check; ``bad=None`` means already checked)."""
-    if bad is None:
-        return out
-    return out | eqx.error_if(jnp.zeros((), out.dtype), bad, message)
+    """``out | _guard_zero(bad, message)``: ``out`` unchanged, checked when used."""
+    return out if bad is None else out | _guard_zero(bad, message).astype(out.dtype)
 
 
 def _split(q, dtype) -> list[Array]:
@@ -365,6 +370,12 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     gather per 2-8 levels) and a level loop over cache-sized chunks of points for ``d > 4``. All
     work in the narrowest integer type holding ``bits`` and compile in one to three seconds.
 
+    Performance note (XLA CPU): the unrolled encoder computes each word in its own loop over the
+    points. Inside a larger ``jit``, an elementwise op on the whole ``(..., W)`` result (e.g.
+    ``h ^ c``, or the result written into a ``lax.map``/``scan`` output) gets fused with those
+    loops into one branchy scalar loop, measured ~15x slower; use the words one at a time
+    (``h[..., k]``, as :func:`geomopt.canon.sort_by_words` does), which keeps the fast loops.
+
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
     (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
     concrete inputs, an ``equinox`` runtime error under ``jit``).
@@ -372,8 +383,10 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
     q, bad = _check_coords(q, bits, "hilbert_index")
-    out = _hilbert_kernel(q, bits)
-    return _guard(out, bad, f"hilbert_index: coordinate out of range [0, 2**{bits})")
+    # The check is or-ed into the first word inside the kernel: or-ed into the whole output it
+    # made XLA fuse the words' loops into one branchy scalar loop (measured 15x slower).
+    zero = _guard_zero(bad, f"hilbert_index: coordinate out of range [0, 2**{bits})")
+    return _hilbert_kernel(q, bits, None, zero)
 
 
 # Encoders: "unrolled" (every level inlined into one loop per output word) while the index has
@@ -391,8 +404,11 @@ def _encoder_mode(d: int, b: int) -> str:
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
-def _hilbert_kernel(q, bits: int, mode: str | None = None):
-    """The index words of ``q``; ``mode`` (static) forces one encoder (tests compare them)."""
+def _hilbert_kernel(q, bits: int, mode: str | None = None, zero=None):
+    """The index words of ``q``; ``mode`` (static) forces one encoder (tests compare them);
+    ``zero`` (a ``uint32`` scalar zero carrying a runtime check, see :func:`_guard_zero`) is
+    or-ed into the first word."""
+    zero = jnp.zeros((), jnp.uint32) if zero is None else zero
     dtype = _work_dtype(q.dtype)
     d = q.shape[-1]
     b = min(bits, 8 * dtype.itemsize)
@@ -402,14 +418,14 @@ def _hilbert_kernel(q, bits: int, mode: str | None = None):
         raise ValueError(f"encoder mode {mode!r}: expected one of {_MODES}")
     if mode == "table":
         xs = _roll(_split(q, dtype), bits - b)
-        return _stack_last(_hilbert_words_table(xs, b, n_out))
+        return _stack_last(_hilbert_words_table(xs, b, n_out)) | zero
     q = jnp.roll(q, bits - b, axis=-1)
     if mode == "unrolled":
-        return _hilbert_words_unrolled(q, b, n_out)
-    return _hilbert_words_loop(q, b, n_out)
+        return _hilbert_words_unrolled(q, b, n_out, zero)
+    return _hilbert_words_loop(q, b, n_out) | zero
 
 
-def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
+def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "... W"]:
     """:func:`_hilbert_words` with every level unrolled, over ``q (..., d)`` (entries below
     ``2**b``), in the narrowest unsigned type holding ``b`` bits.
 
@@ -422,6 +438,8 @@ def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
     Compile time grows with ``d * b`` (1-2 s at ``d * b = 64``); with three or more words XLA
     turned one update into a select over the whole output (measured 2x slower than the loop
     encoder at d = 8, b = 10), so this path is used up to ``_UNROLL_MAX_BITS = 64`` bits.
+    Any elementwise use of the whole output inside the same jit (e.g. or-ing a check into it)
+    fuses the words back into one scalar loop, so ``zero`` is or-ed into the first word here.
     """
     lead, d = q.shape[:-1], q.shape[-1]
     dtype = _narrow_dtype(b)
@@ -434,6 +452,7 @@ def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
         words = _shift_words_left(words, d)
         for k, v in parts.items():
             words[n_out - 1 - k] = words[n_out - 1 - k] | v
+    words[0] = words[0] | zero  # ``zero`` may carry a runtime check (see hilbert_index)
     out = jnp.zeros((flat.shape[0], n_out), jnp.uint32)
     for k, w in enumerate(words):
         out = out.at[:, k].set(w)
