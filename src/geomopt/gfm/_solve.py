@@ -312,10 +312,11 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
         path, w, jac, (dg, u1, u2, g), mu, nu, it, slow, (hist, mu_hist), bad, _, first = state
         eye = jnp.eye(d, dtype=dtype)
         damped = dg + mu * eye[None]
-        delta = solve_block_pentadiagonal(damped, u1, u2, -g)  # zero on the first pass
-        step = delta
-        accel_ok = True
-        if geodesic:
+
+        def propose():
+            delta = solve_block_pentadiagonal(damped, u1, u2, -g)
+            if not geodesic:
+                return delta, delta, jnp.asarray(True)
             # Geodesic acceleration (Transtrum & Sethna 2012): the second-order correction
             # a = -(J^T J + mu I)^{-1} J^T r_vv along the LM step v, taken as v + a/2 and only
             # while 2|a| <= accel_ratio |v| (otherwise the step counts as rejected and the
@@ -323,19 +324,38 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
             full = jnp.zeros_like(path).at[1:-1].set(delta)
             rvv = _second_directional(path, full, local, window)
             acc = solve_block_pentadiagonal(damped, u1, u2, -_jt(rvv, jac, k, window))
-            step = delta + 0.5 * acc
             vnorm = jnp.linalg.norm(delta)
-            accel_ok = first | (vnorm == 0) | (2.0 * jnp.linalg.norm(acc) <= accel_ratio * vnorm)
-            accel_ok = accel_ok & jnp.all(jnp.isfinite(acc))
+            accel_ok = (vnorm == 0) | (2.0 * jnp.linalg.norm(acc) <= accel_ratio * vnorm)
+            return delta, delta + 0.5 * acc, accel_ok & jnp.all(jnp.isfinite(acc))
+
+        # The first pass only evaluates the initial path. Branches (lax.cond) skip work that a
+        # pass does not need: the step on the first pass, the trial's residual when the
+        # acceleration test already rejects the step, the trial's Jacobian and normal
+        # equations when the step is rejected. Under vmap (a batch of pairs) a cond with a
+        # per-pair predicate runs both branches, so this saves time for single solves only.
+        zeros = jnp.zeros_like(path[1:-1])
+        delta, step, accel_ok = jax.lax.cond(
+            first, lambda: (zeros, zeros, jnp.asarray(True)), propose
+        )
         trial = path.at[1:-1].add(step)
-        w_t, jac_t = _eval(trial, local, window, True)
-        ne_t = _normal_equations(w_t, jac_t, k, window)
-        cost, cost_t = _cost(w), _cost(w_t)
-        bad_wp, any_bad = _first_bad(trial, w_t, jac_t, window)
-        finite = ~any_bad & jnp.all(jnp.isfinite(ne_t[0]))
+        w_t = jax.lax.cond(accel_ok, lambda: _eval(trial, local, window, False)[0], lambda: w)
+        cost, cost_t = _cost(w), jnp.where(accel_ok, _cost(w_t), jnp.inf)
+        finite_w = jnp.all(jnp.isfinite(trial)) & jnp.all(jnp.isfinite(w_t))
         pred = 0.5 * jnp.sum(delta * (mu * delta - g))
         rho = (cost - cost_t) / pred
-        ok = jnp.where(first, finite, finite & accel_ok & (rho > 0))
+        ok_w = jnp.where(first, finite_w, finite_w & accel_ok & (rho > 0))
+
+        def linearise():
+            jac_t = _eval(trial, local, window, True)[1]
+            return jac_t, _normal_equations(w_t, jac_t, k, window)
+
+        jac_t, ne_t = jax.lax.cond(ok_w, linearise, lambda: (jac, (dg, u1, u2, g)))
+        # A non-finite trial residual, or a non-finite Jacobian at a trial that would be
+        # accepted, stops the solve (below); the waypoint is named from the trial path, its
+        # residual rows and (accepted trials only) its Jacobian blocks.
+        bad_wp, any_bad = _first_bad(trial, w_t, jac_t, window)
+        finite = ~any_bad & jnp.all(jnp.isfinite(ne_t[0]))
+        ok = ok_w & finite
         mu_first = 1e-6 * jnp.max(jnp.diagonal(ne_t[0], axis1=1, axis2=2))
         mu_first = jnp.where(jnp.isfinite(mu_first) & (mu_first > 0), mu_first, one)
         mu_new = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
