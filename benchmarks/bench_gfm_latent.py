@@ -1,12 +1,14 @@
-"""GFM at latent scale: matrix-free Levenberg-Marquardt against the official Adam.
+"""GFM at latent scale: the matrix-free solvers against the official Adam.
 
 One endpoint pair per size, the official shape-latent setting: 10 waypoints (``--n-points``),
 sigma 0.3 (force = score of the denoiser at sigma), lambda 1, hypersphere-projected residual,
 SLERP initialisation. Official Adam: lr 0.01, eps 1e-5, 500 iterations, no clipping, force
-detached (:func:`geomopt.gfm.latent.official_adam`). Matrix-free LM
+detached (:func:`geomopt.gfm.latent.official_adam`). The matrix-free solvers
 (:func:`geomopt.gfm._matrix_free.minimise_path_matrix_free`, ``fd_trace`` preconditioner,
-tangent steps) is run to the EL
-residual Adam ends at (``sqrt(mean_i |r_i|^2)``), and, separately, to 1/100 of it.
+tangent steps), each run to the EL residual Adam ends at (``sqrt(mean_i |r_i|^2)``):
+``method="newton"`` (inexact Newton-GMRES, the default of :func:`geomopt.gfm.solve_matrix_free`),
+``"lm"`` (Levenberg-Marquardt with our PCG on the normal equations) and ``"lm_lineax"`` (the same
+LM with ``lineax.CG`` and the same preconditioner); Newton and LM also to 1/100 of Adam's residual.
 
 The denoiser (a cost model, not a trained model): ``D(x, sigma) = D_data(x, sigma) + c_out(sigma)
 F(c_in(sigma) x, c_noise(sigma))`` where ``D_data`` is the exact denoiser of a Gaussian on a
@@ -22,7 +24,7 @@ more per evaluation, which scales both solvers alike). On an 8-component Gaussia
 
 Timing: each solve is compiled first (not timed), then run ``--repeats`` times; the minimum
 wall time is reported. Peak memory is XLA's ``memory_analysis()`` of each compiled solve
-(arguments + outputs + temporaries - aliased). The network's weights are arguments of both.
+(arguments + outputs + temporaries - aliased). The network's weights are arguments of each.
 
     uv run benchmarks/bench_gfm_latent.py      # writes benchmarks/results/gfm_latent.{md,json}
 """
@@ -71,12 +73,14 @@ class Args:
     """Noise level of the endpoints and of the force."""
     adam_iters: int = 500
     """Official Adam iterations."""
-    repeats: int = 2
+    repeats: int = 3
     """Timed runs per solve (minimum reported)."""
     max_iters: int = 50
-    """LM iteration cap."""
+    """Newton + LM iteration cap."""
     cg_max_iters: int = 50
     """CG steps per LM iteration, cap."""
+    gmres_max_iters: int = 20
+    """GMRES steps per Newton iteration, cap (its basis is kept in memory)."""
     out: str = "benchmarks/results/gfm_latent"
     """Output stem (.md and .json are written)."""
 
@@ -160,6 +164,10 @@ def timed(fn, *a, repeats):
     return best, out
 
 
+SOLVERS = {"newton": "newton", "lm": "lm", "lineax": "lm_lineax"}
+"""Bench column prefix -> ``method`` of :func:`minimise_path_matrix_free`."""
+
+
 def bench_one(d, k, args):
     score, x0, x1 = make_problem(d, args)
     lam = jnp.asarray(1.0, jnp.float32)
@@ -175,7 +183,7 @@ def bench_one(d, k, args):
             "hypersphere",
         )
 
-    def mf(x0, x1, score, tol):
+    def mf(x0, x1, score, tol, method):
         res = partial(gfm_residual, lam=lam, score=score, kind="hypersphere")
         return minimise_path_matrix_free(
             slerp(x0, x1, k),
@@ -184,67 +192,85 @@ def bench_one(d, k, args):
             max_iters=args.max_iters,
             cg_max_iters=args.cg_max_iters,
             tangent=True,
+            method=method,
+            gmres_max_iters=args.gmres_max_iters,
         )
 
     params, static = eqx.partition(score, eqx.is_array)
 
-    def with_params(fn):
-        return jax.jit(lambda x0, x1, p, *a: fn(x0, x1, eqx.combine(p, static), *a))
+    def with_params(fn, *static_args):
+        return jax.jit(lambda x0, x1, p, *a: fn(x0, x1, eqx.combine(p, static), *a, *static_args))
 
     adam_c = with_params(adam).lower(x0, x1, params).compile()
-    mf_c = with_params(mf).lower(x0, x1, params, jnp.float32(1.0)).compile()
-    score = params
-    t_adam, (_, hist, res_adam) = timed(adam_c, x0, x1, score, repeats=args.repeats)
-    hist = np.asarray(hist)
-    res0 = float(hist[0])
+    t_adam, (_, hist, res_adam) = timed(adam_c, x0, x1, params, repeats=args.repeats)
     target = float(res_adam)
-    t_mf, (_, res_mf, it_mf, code_mf, cg_mf) = timed(
-        mf_c, x0, x1, score, jnp.float32(target), repeats=args.repeats
-    )
-    t_mf2, (_, res_mf2, it_mf2, code_mf2, cg_mf2) = timed(
-        mf_c, x0, x1, score, jnp.float32(target / 100), repeats=args.repeats
-    )
-    # An independent check of the residual the matrix-free path reaches.
-    return {
+    row = {
         "d": d,
         "n_points": k,
         "mflop_per_eval": flops_per_eval(d, args) / 1e6,
-        "residual_init": res0,
+        "residual_init": float(np.asarray(hist)[0]),
         "adam_residual": target,
         "adam_s": t_adam,
         "adam_mem_mb": memory_bytes(adam_c) / 2**20,
-        "mf_residual": float(res_mf),
-        "mf_iters": int(it_mf),
-        "mf_cg": int(cg_mf),
-        "mf_code": int(code_mf),
-        "mf_s": t_mf,
-        "speedup": t_adam / t_mf,
-        "mf100_residual": float(res_mf2),
-        "mf100_iters": int(it_mf2),
-        "mf100_cg": int(cg_mf2),
-        "mf100_code": int(code_mf2),
-        "mf100_s": t_mf2,
-        "mf_mem_mb": memory_bytes(mf_c) / 2**20,
         "adam_temp_mb": memory_bytes(adam_c, temp_only=True) / 2**20,
-        "mf_temp_mb": memory_bytes(mf_c, temp_only=True) / 2**20,
-        "weights_mb": sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(score)) / 2**20,
+        "weights_mb": sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params)) / 2**20,
     }
+    for name, method in SOLVERS.items():
+        mf_c = with_params(mf, method).lower(x0, x1, params, jnp.float32(1.0)).compile()
+        goals = {name: target}
+        if name != "lineax":
+            goals[name + "100"] = target / 100
+        for key, tol in goals.items():
+            t, (_, res, its, code, kry) = timed(
+                mf_c, x0, x1, params, jnp.float32(tol), repeats=args.repeats
+            )
+            row |= {
+                f"{key}_s": t,
+                f"{key}_residual": float(res),
+                f"{key}_iters": int(its),
+                f"{key}_krylov": int(kry),
+                f"{key}_code": int(code),
+                f"{key}_speedup": t_adam / t,
+            }
+        row[f"{name}_mem_mb"] = memory_bytes(mf_c) / 2**20
+        row[f"{name}_temp_mb"] = memory_bytes(mf_c, temp_only=True) / 2**20
+    return row
 
 
 def table(rows):
     head = (
-        "| d | K | MFLOP/eval | start res. | Adam res. (500 it) | Adam s | MF s (LM it / CG) "
-        "| speed-up | MF to res/100 s (LM it / CG, res.) | Adam MB (temp) | MF MB (temp) "
-        "| weights MB |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| d | K | MFLOP/eval | start res. | Adam res. (500 it) | Adam s "
+        "| Newton-GMRES s (it / GMRES) | speed-up | LM-PCG s (it / CG) | speed-up "
+        "| LM-lineax.CG s (it / CG) | speed-up | Newton to res/100 s (it / GMRES, res.) "
+        "| LM to res/100 s (it / CG, res.) | Adam MB (temp) | Newton MB (temp) | LM MB (temp) "
+        "| weights MB |\n" + "|---" * 18 + "|\n"
     )
+
+    def solve(r, key):
+        out = f"{r[key + '_s']:.2f} ({r[key + '_iters']} / {r[key + '_krylov']}"
+        if r[key + "_code"] != 0:  # did not reach the target: say where it stopped
+            return out + f"; stopped, code {r[key + '_code']}, res. {r[key + '_residual']:.3g})"
+        return out + ")"
+
+    def speedup(r, key):
+        return f"{r[key + '_speedup']:.1f}x" if r[key + "_code"] == 0 else "-"
+
+    def tight(r, key):
+        if r[key + "_code"] != 0:
+            return solve(r, key)
+        return f"{solve(r, key)[:-1]}, {r[key + '_residual']:.3g})"
+
+    def mem(r, key):
+        return f"{r[key + '_mem_mb']:.1f} ({r[key + '_temp_mb']:.1f})"
+
     lines = [
         f"| {r['d']} | {r['n_points']} | {r['mflop_per_eval']:.0f} | {r['residual_init']:.3g} "
-        f"| {r['adam_residual']:.3g} | {r['adam_s']:.2f} | {r['mf_s']:.2f} "
-        f"({r['mf_iters']} / {r['mf_cg']}) | {r['speedup']:.1f}x | {r['mf100_s']:.2f} "
-        f"({r['mf100_iters']} / {r['mf100_cg']}, {r['mf100_residual']:.3g}) "
-        f"| {r['adam_mem_mb']:.1f} ({r['adam_temp_mb']:.1f}) "
-        f"| {r['mf_mem_mb']:.1f} ({r['mf_temp_mb']:.1f}) | {r['weights_mb']:.1f} |"
+        f"| {r['adam_residual']:.3g} | {r['adam_s']:.2f} "
+        f"| {solve(r, 'newton')} | **{speedup(r, 'newton')}** "
+        f"| {solve(r, 'lm')} | {speedup(r, 'lm')} "
+        f"| {solve(r, 'lineax')} | {speedup(r, 'lineax')} "
+        f"| {tight(r, 'newton100')} | {tight(r, 'lm100')} "
+        f"| {mem(r, 'adam')} | {mem(r, 'newton')} | {mem(r, 'lm')} | {r['weights_mb']:.1f} |"
         for r in rows
     ]
     return head + "\n".join(lines) + "\n"
@@ -260,6 +286,7 @@ def main(args: Args):
     env = {
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "args": dataclasses.asdict(args),

@@ -1,6 +1,7 @@
-"""Matrix-free Levenberg-Marquardt (``geomopt.gfm._matrix_free``): PCG, SLERP, agreement with the
-banded LM, convergence at latent scale, O(K d) memory (no d x d array in the jaxpr), no
-recompilation, and bad input."""
+"""Matrix-free solvers (``geomopt.gfm._matrix_free``): PCG, GMRES, SLERP, agreement of Newton-GMRES,
+LM-PCG and LM-lineax.CG with the banded LM, the LM taking over from a failed Newton line search,
+convergence at latent scale, O(K d) memory (no d x d array in the jaxpr), no recompilation, and
+bad input."""
 
 import equinox as eqx
 import jax
@@ -11,9 +12,12 @@ import pytest
 from geomopt import gfm
 from geomopt.diffusion import GaussianMixture
 from geomopt.gfm._matrix_free import (
+    _newton_phase,
     gfm_residual,
+    gmres,
     minimise_path_matrix_free,
     pcg,
+    second_difference,
     slerp,
     solve_matrix_free,
 )
@@ -52,6 +56,31 @@ def test_pcg_solves_spd_system():
     np.testing.assert_allclose(np.asarray(x), np.linalg.solve(spd, b), rtol=1e-3, atol=1e-4)
     assert 1 <= int(k) <= 100
     np.testing.assert_allclose(np.asarray(r), b - spd @ np.asarray(x), atol=1e-4)
+
+
+def test_gmres_solves_nonsymmetric_system():
+    rng = np.random.default_rng(1)
+    n = 12
+    a = np.eye(n) * 3.0 + rng.normal(size=(n, n))  # nonsymmetric, nonsingular
+    b = rng.normal(size=(n,))
+    op = lambda v: jnp.asarray(a) @ v  # noqa: E731
+    x, k, res = gmres(op, jnp.asarray(b), rtol=1e-6, atol=0.0, max_iters=n)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a, b), rtol=1e-3, atol=1e-4)
+    assert 1 <= int(k) <= n
+    # The reported residual is the true one, and the stopping rule held.
+    true = np.linalg.norm(b - a @ np.asarray(x))
+    np.testing.assert_allclose(float(res), true, atol=1e-4)
+    assert float(res) <= 1e-6 * np.linalg.norm(b) * 10
+    # Fewer steps than needed: the least-squares iterate over the Krylov space, residual > tol.
+    x3, k3, res3 = gmres(op, jnp.asarray(b), rtol=1e-6, atol=0.0, max_iters=3)
+    assert int(k3) == 3 and float(res3) > 1e-3
+    np.testing.assert_allclose(float(res3), np.linalg.norm(b - a @ np.asarray(x3)), rtol=1e-4)
+    # An absolute tolerance stops earlier; an exact breakdown (identity) stops after one step.
+    _, k_abs, res_abs = gmres(op, jnp.asarray(b), rtol=0.0, atol=0.5, max_iters=n)
+    assert float(res_abs) <= 0.5 and int(k_abs) < int(k)
+    xi, ki, _ = gmres(lambda v: v, jnp.asarray(b), rtol=1e-6, atol=0.0, max_iters=n)
+    assert int(ki) == 1
+    np.testing.assert_allclose(np.asarray(xi), b, rtol=1e-6)
 
 
 def test_slerp_follows_the_great_circle():
@@ -99,6 +128,52 @@ def test_agrees_with_banded_lm_and_batches(x64):
     assert paths.shape == (2, 10, d) and reps.converged.all()
     np.testing.assert_allclose(np.asarray(paths[0]), np.asarray(path), atol=1e-7)
     assert reps[1].cg_iterations == np.asarray(reps.cg_iterations)[1]
+
+
+@pytest.mark.parametrize("residual", ["euclidean", "hypersphere"])
+def test_methods_reach_the_same_path(x64, residual):
+    """Newton-GMRES, LM with our PCG and LM with lineax.CG solve the same system."""
+    d = 6
+    gm = mixture(d, 3, 0.3)
+    score = gfm.ScoreAt(gm, jnp.asarray(0.3))
+    x0, x1 = (np.asarray(gm.means[i], np.float64) for i in (0, 2))
+    kw = dict(score=score, residual=residual, tol=1e-10, max_iters=100, cg_max_iters=200)
+    paths = {}
+    for method in ("newton", "lm", "lm_lineax"):
+        paths[method], rep = solve_matrix_free(x0, x1, method=method, **kw)
+        assert rep.code == 0 and rep.residual <= 1e-10, (method, rep.reason)
+    if residual == "hypersphere":
+        # Not unique: the projected residual leaves each waypoint's radius free (K-2 fewer
+        # equations than unknowns), so the methods may stop on different members of the
+        # family; they stay close to the start's radii (second-order changes only).
+        start = np.linalg.norm(np.asarray(slerp(jnp.asarray(x0), jnp.asarray(x1), 10)), axis=-1)
+        for path in paths.values():
+            np.testing.assert_allclose(np.linalg.norm(np.asarray(path), axis=-1), start, rtol=0.05)
+        return
+    np.testing.assert_allclose(np.asarray(paths["lm"]), np.asarray(paths["newton"]), atol=1e-8)
+    np.testing.assert_allclose(np.asarray(paths["lm_lineax"]), np.asarray(paths["lm"]), atol=1e-8)
+
+
+def test_lm_takes_over_when_the_newton_line_search_fails(x64):
+    """``r(x) = arctan(x)`` from x = 20: the Newton step (-609) overshoots and no step length
+    down to 1/8 decreases |r|, so the Newton phase stops (code 4); the LM continues to the root."""
+
+    def residual(path):
+        return jnp.arctan(path[1:-1])
+
+    path0 = jnp.array([[0.0], [20.0], [0.0]])
+    cmat = second_difference(1, 0.5, path0.dtype)
+    f = lambda inner: residual(jnp.concatenate([path0[:1], inner, path0[2:]]))  # noqa: E731
+    inner, _, it, _, code = _newton_phase(
+        f, path0[1:2], f(path0[1:2]), tol=1e-10, max_iters=50, gmres_max_iters=5, cmat=cmat,
+        precond="fd_trace", proj_of=lambda x: lambda u: u, key=jax.random.key(0),
+    )  # fmt: skip
+    assert int(code) == 4 and int(it) == 1
+    np.testing.assert_allclose(np.asarray(inner), [[20.0]])  # the failed step is not taken
+    kw = dict(tol=1e-10, max_iters=100, cg_max_iters=5)
+    path, res, it, code, _ = minimise_path_matrix_free(path0, residual, **kw)
+    assert int(code) == 0 and float(res) <= 1e-10 and int(it) > 1
+    assert abs(float(path[1, 0])) <= 1e-10
 
 
 def test_hypersphere_residual_vanishes(x64):
@@ -161,9 +236,11 @@ def test_memory_is_linear_in_d():
 
     x0, x1 = gm.means[0], gm.means[1]
     shapes = _shapes(matrix_free, x0, x1)
-    # No array has two axes of length d; the largest is the mixture's (K-2, components, d).
+    # No array has two axes of length d; the largest is the GMRES basis (21, K-2, d) of the
+    # Newton phase (gmres_max_iters=20), then the mixture's (K-2, components, d).
     assert max(sum(n >= d for n in s) for s in shapes) == 1
-    assert max(int(np.prod(s)) for s in shapes) <= (k - 2) * 4 * d
+    assert max(int(np.prod(s)) for s in shapes) == 21 * (k - 2) * d
+    assert (21, k - 2, d) in shapes
 
     # The walker does see d x d blocks where they exist: the banded LM forms them.
     def banded(x0, x1):
@@ -200,6 +277,8 @@ def test_memory_is_linear_in_d():
         ({"init": "cubic"}, "init 'cubic'"),
         ({"init": np.ones((9, 4), np.float32)}, r"init has shape \(9, 4\), expected \(10, 4\)"),
         ({"precond": "jacobi"}, "precond 'jacobi'"),
+        ({"method": "bfgs"}, "method 'bfgs'"),
+        ({"gmres_max_iters": 0}, "gmres_max_iters=0"),
         ({"score": 3.0}, "score must be a callable"),
     ],
 )
