@@ -20,8 +20,8 @@ def test_table_encoder_matches_hilbertcurve(d, bits):
     assert [int(v) for v in ours] == [curve.distance_from_point(p) for p in q.tolist()]
 
 
-# Unrolled encoder (the default up to 64 index bits): every working type (uint8 / uint16 /
-# uint32 coordinates), one and two output words, d from 1 to 64, and bits > 32 (rolled levels).
+# Unrolled encoder (the default up to 64 index bits): one and two output words, d from 1 to 64,
+# bits from 1 to 32, and bits > 32 (rolled levels).
 UNROLLED = [(1, 9), (1, 40), (2, 16), (2, 32), (3, 7), (3, 16), (3, 21), (4, 16), (5, 12)]
 UNROLLED += [(6, 10), (7, 9), (8, 8), (11, 5), (16, 4), (21, 3), (32, 2), (64, 1), (2, 33)]
 
