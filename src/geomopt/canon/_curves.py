@@ -458,9 +458,11 @@ def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "...
         for k, v in parts.items():
             words[n_out - 1 - k] = words[n_out - 1 - k] | v
     words[0] = words[0] | zero  # ``zero`` may carry a runtime check (see hilbert_index)
+    # The first update becomes a plain loop fusion, which XLA CPU splits over the cores; the
+    # later ones update in place on one thread. So the last word (every level) goes first.
     out = jnp.zeros((flat.shape[0], n_out), jnp.uint32)
-    for k, w in enumerate(words):
-        out = out.at[:, k].set(w)
+    for k in range(n_out - 1, -1, -1):
+        out = out.at[:, k].set(words[k])
     return out.reshape(*lead, n_out)
 
 
