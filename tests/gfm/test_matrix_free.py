@@ -130,26 +130,18 @@ def test_agrees_with_banded_lm_and_batches(x64):
     assert reps[1].cg_iterations == np.asarray(reps.cg_iterations)[1]
 
 
-@pytest.mark.parametrize("residual", ["euclidean", "hypersphere"])
-def test_methods_reach_the_same_path(x64, residual):
-    """Newton-GMRES, LM with our PCG and LM with lineax.CG solve the same system."""
-    d = 6
-    gm = mixture(d, 3, 0.3)
-    score = gfm.ScoreAt(gm, jnp.asarray(0.3))
-    x0, x1 = (np.asarray(gm.means[i], np.float64) for i in (0, 2))
-    kw = dict(score=score, residual=residual, tol=1e-10, max_iters=100, cg_max_iters=200)
+def test_methods_reach_the_same_path(x64):
+    """Newton-GMRES, LM with our PCG and LM with lineax.CG solve the same system (Euclidean
+    residual; the hypersphere residual's solutions are not unique: it leaves each waypoint's
+    radius free, K-2 fewer equations than unknowns)."""
+    rng = np.random.default_rng(3)
+    x0, x1 = rng.normal(size=(2, 4))
+    score = lambda x: -4.0 * x + jnp.sin(3.0 * x)  # noqa: E731  (nonlinear, cheap to compile)
+    kw = dict(score=score, residual="euclidean", tol=1e-10, max_iters=100, cg_max_iters=200)
     paths = {}
     for method in ("newton", "lm", "lm_lineax"):
         paths[method], rep = solve_matrix_free(x0, x1, method=method, **kw)
         assert rep.code == 0 and rep.residual <= 1e-10, (method, rep.reason)
-    if residual == "hypersphere":
-        # Not unique: the projected residual leaves each waypoint's radius free (K-2 fewer
-        # equations than unknowns), so the methods may stop on different members of the
-        # family; they stay close to the start's radii (second-order changes only).
-        start = np.linalg.norm(np.asarray(slerp(jnp.asarray(x0), jnp.asarray(x1), 10)), axis=-1)
-        for path in paths.values():
-            np.testing.assert_allclose(np.linalg.norm(np.asarray(path), axis=-1), start, rtol=0.05)
-        return
     np.testing.assert_allclose(np.asarray(paths["lm"]), np.asarray(paths["newton"]), atol=1e-8)
     np.testing.assert_allclose(np.asarray(paths["lm_lineax"]), np.asarray(paths["lm"]), atol=1e-8)
 
