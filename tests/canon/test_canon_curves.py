@@ -138,6 +138,22 @@ def test_out_of_range_under_jit_raises():
 
 
 @pytest.mark.parametrize(
+    "dtype,bits,bad",
+    [(np.uint8, 3, 8), (np.int8, 3, -1), (np.int8, 8, -128), (np.int32, 5, 32), (np.int32, 31, -5)],
+)
+def test_out_of_range_under_jit_every_dtype(dtype, bits, bad):
+    """The jit check (one bitwise-or reduction) catches values above range and negatives, and
+    passes the extreme valid values."""
+    top = min(2**bits - 1, np.iinfo(dtype).max)
+    good = jnp.asarray(np.array([[0, top], [top, 1]]).astype(dtype))
+    for encode in (hilbert_index, morton_index):
+        f = jax.jit(lambda q, encode=encode: encode(q, bits))
+        jax.block_until_ready(f(good))
+        with pytest.raises(Exception, match="out of range"):
+            jax.block_until_ready(f(jnp.asarray(np.array([[0, 1], [bad, 0]]).astype(dtype))))
+
+
+@pytest.mark.parametrize(
     "dtype,bits", [(np.uint8, 8), (np.int8, 7), (np.int16, 12), (np.int64, 20)]
 )
 def test_loop_encoder_input_dtypes_and_vmap(dtype, bits):

@@ -124,12 +124,14 @@ def _check_coords(q, bits: int, name: str):
     if isinstance(q, jax.core.Tracer):
         if q.size == 0 or (bits >= width and not signed):
             return q, None
-        # One scalar predicate from min/max reductions (cheap); the caller attaches it to the
-        # *output* (see _guard): guarding q itself, or an elementwise mask, measured 3-10 ns per
-        # point more, as the encoder's fusions then wait on / re-read a guarded copy.
-        bad = jnp.max(q) >= jnp.asarray(2**bits, dtype) if bits < width else jnp.asarray(False)
-        if signed:
-            bad = bad | (jnp.min(q) < 0)
+        # One scalar predicate from one bitwise-or reduction: a value is out of range iff it has
+        # a bit at or above `bits` (negative values have the sign bit, and the arithmetic shift
+        # keeps them non-zero). Measured 2.5x faster than max/min reductions on XLA CPU (5.5 vs
+        # 14 ns per 16-D point). The caller attaches it to the *output* (see _guard_zero):
+        # guarding q itself, or an elementwise mask, measured 3-10 ns per point more, as the
+        # encoder's fusions then wait on / re-read a guarded copy.
+        ored = jax.lax.reduce(q, jnp.asarray(0, dtype), jax.lax.bitwise_or, tuple(range(q.ndim)))
+        bad = (ored >> bits) != 0 if bits < width else ored < 0
         return q, bad
     arr = np.asarray(q)
     if arr.size:
