@@ -49,4 +49,19 @@ def test_accelerated_and_plain_lm_reach_the_same_solution():
     assert r_geo.status == "converged" and r_lm.status == "converged"
     np.testing.assert_allclose(p_geo, p_lm, atol=1e-7)
     with pytest.raises(ValueError, match="lm_options"):
-        gfm.solve(x0, x1, score=score, n_points=16, lm_options=dict(damping=1.0))
+        gfm.solve(x0, x1, score=score, n_points=16, lm_options=dict(trust_radius=1.0))
+
+
+@pytest.mark.parametrize("damping", [1e-6, 1.0])
+def test_initial_damping_changes_the_iterates_not_the_solution(damping):
+    score = gfm.ScoreAt(SmoothedCircle(), 0.1)
+    x0, x1 = np.array([1.0, 0.0]), np.array([-0.6, 0.8])
+    init = np.asarray(gfm.slerp(x0, x1, 16))
+    p_ref, r_ref = gfm.solve(x0, x1, score=score, n_points=16, init=init)
+    p, r = gfm.solve(x0, x1, score=score, n_points=16, init=init,
+                     lm_options=dict(damping=damping))  # fmt: skip
+    assert r.status == "converged" and r_ref.status == "converged"
+    np.testing.assert_allclose(p, p_ref, atol=1e-7)
+    # A large initial damping takes short gradient-like steps first: more iterations.
+    if damping == 1.0:
+        assert r.iterations > r_ref.iterations

@@ -141,6 +141,7 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             reduce="mean",
             diagnostics=True,
             lm_options=dict(lm_opts),
+            branches=path0.shape[0] == 1,
         )
 
     def valid(p):
@@ -291,7 +292,8 @@ def solve(
             clip, eps 1e-5, 500 iterations); pass them. Arrays: changing them does not recompile.
         lm_options: Levenberg-Marquardt options (static: a new value compiles once):
             ``geodesic`` (geodesic acceleration, default True), ``accel_ratio`` (0.75: largest
-            accepted ``2|a|/|v|``), ``slow_factor`` (10: the "too slow" stop, code 7).
+            accepted ``2|a|/|v|``), ``slow_factor`` (10: the "too slow" stop, code 7),
+            ``damping`` (1e-3: initial damping relative to ``max diag(J^T J)``).
         backend: ``"banded"`` (the solvers above), ``"matrix_free"`` (Levenberg-Marquardt with
             conjugate gradients on JVPs/VJPs, memory O(K d), :func:`geomopt.gfm.solve_matrix_free`;
             Euclidean / hypersphere residual, method ``"lm"``/``"gauss_newton"``; ``score_grad``,
@@ -352,10 +354,11 @@ def solve(
     clip = _positive("clip", clip, allow_inf=True)
     eps = _positive("eps", eps)
     lm_opts = tuple(sorted((lm_options or {}).items()))
-    unknown = {k for k, _ in lm_opts} - {"geodesic", "accel_ratio", "slow_factor"}
+    unknown = {k for k, _ in lm_opts} - {"geodesic", "accel_ratio", "slow_factor", "damping"}
     if unknown:
         raise ValueError(
-            f"lm_options {sorted(unknown)}: expected keys geodesic, accel_ratio, slow_factor"
+            f"lm_options {sorted(unknown)}: expected keys geodesic, accel_ratio, slow_factor, "
+            "damping"
         )
     # Other backends (e.g. the matrix-free LM of ._matrix_free) dispatch here: every input has
     # been checked and ``init_arg`` / ``tol`` / ``max_iters`` resolved; the banded solve below

@@ -8,7 +8,9 @@ segment energies of the baselines), so the Jacobian is block-banded. Three metho
   per-window Jacobian blocks (``jacfwd`` of the local residual, vmapped over windows: ``window``
   block columns, never the dense Jacobian) and the damped normal equations
   ``(J^T J + mu I) v = -J^T r`` are solved by the block-banded elimination of :mod:`._banded` in
-  ``O(K d^3)``. Nielsen's damping update. Geodesic acceleration (Transtrum & Sethna 2012, on by
+  ``O(K d^3)``. Nielsen's damping update, starting from ``mu = 1e-3 max diag(J^T J)`` (Madsen,
+  Nielsen & Tingleff's general-purpose choice; 1e-6 let the first steps overshoot and be
+  rejected on the learned torus potentials). Geodesic acceleration (Transtrum & Sethna 2012, on by
   default): the step is ``v + a/2`` with ``a = -(J^T J + mu I)^{-1} J^T r_vv``, ``r_vv`` the
   second directional derivative of the residual along ``v`` (nested forward-mode ``jvp``, one
   more banded solve), accepted only while ``2|a| <= 0.75 |v|``; on a learned potential that
@@ -271,8 +273,13 @@ def _first_bad(path, w, jac, window):
     return jnp.where(jnp.any(bad), jnp.argmax(bad), -1), jnp.any(bad) & (k > 0)
 
 
+def _select(pred, true_fn, false_fn):
+    """``lax.cond`` as a select: both branches run (what vmap makes of a batched cond)."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), true_fn(), false_fn())
+
+
 def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0.75,
-        slow_factor=_SLOW_FACTOR):  # fmt: skip
+        slow_factor=_SLOW_FACTOR, damping=1e-3, branches=True):  # fmt: skip
     """Levenberg-Marquardt with geodesic acceleration; the first loop pass only evaluates the
     initial path (one traced evaluation site keeps compilation short)."""
     k, d = path0.shape
@@ -334,11 +341,13 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
         # equations when the step is rejected. Under vmap (a batch of pairs) a cond with a
         # per-pair predicate runs both branches, so this saves time for single solves only.
         zeros = jnp.zeros_like(path[1:-1])
-        delta, step, accel_ok = jax.lax.cond(
-            first, lambda: (zeros, zeros, jnp.asarray(True)), propose
-        )
+        branch = jax.lax.cond if branches else _select
+        delta, step, accel_ok = branch(first, lambda: (zeros, zeros, jnp.asarray(True)), propose)
         trial = path.at[1:-1].add(step)
-        w_t = jax.lax.cond(accel_ok, lambda: _eval(trial, local, window, False)[0], lambda: w)
+        if branches:
+            w_t = jax.lax.cond(accel_ok, lambda: _eval(trial, local, window, False)[0], lambda: w)
+        else:
+            w_t, jac_all = _eval(trial, local, window, True)
         cost, cost_t = _cost(w), jnp.where(accel_ok, _cost(w_t), jnp.inf)
         finite_w = jnp.all(jnp.isfinite(trial)) & jnp.all(jnp.isfinite(w_t))
         pred = 0.5 * jnp.sum(delta * (mu * delta - g))
@@ -346,17 +355,17 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
         ok_w = jnp.where(first, finite_w, finite_w & accel_ok & (rho > 0))
 
         def linearise():
-            jac_t = _eval(trial, local, window, True)[1]
+            jac_t = _eval(trial, local, window, True)[1] if branches else jac_all
             return jac_t, _normal_equations(w_t, jac_t, k, window)
 
-        jac_t, ne_t = jax.lax.cond(ok_w, linearise, lambda: (jac, (dg, u1, u2, g)))
+        jac_t, ne_t = branch(ok_w, linearise, lambda: (jac, (dg, u1, u2, g)))
         # A non-finite trial residual, or a non-finite Jacobian at a trial that would be
         # accepted, stops the solve (below); the waypoint is named from the trial path, its
         # residual rows and (accepted trials only) its Jacobian blocks.
         bad_wp, any_bad = _first_bad(trial, w_t, jac_t, window)
         finite = ~any_bad & jnp.all(jnp.isfinite(ne_t[0]))
         ok = ok_w & finite
-        mu_first = 1e-6 * jnp.max(jnp.diagonal(ne_t[0], axis1=1, axis2=2))
+        mu_first = damping * jnp.max(jnp.diagonal(ne_t[0], axis1=1, axis2=2))
         mu_first = jnp.where(jnp.isfinite(mu_first) & (mu_first > 0), mu_first, one)
         mu_new = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
         mu_new = jnp.where(first, mu_first, mu_new)
@@ -526,6 +535,7 @@ def minimise_path(
     reduce: Literal["mean", "sum"] = "mean",
     diagnostics: bool = False,
     lm_options: dict | None = None,
+    branches: bool = True,
 ):
     """Minimise ``sum_rows |local(window of waypoints)|^2`` over the interior of ``path0``.
 
@@ -536,10 +546,14 @@ def minimise_path(
     none). ``reduce`` only affects Adam's loss scale (``"mean"`` as in the official GFM loss,
     ``"sum"`` for path energies); ``lr`` / ``clip`` / ``eps`` are Adam's (PyTorch's default eps
     1e-8; the official 3-D shape runs use 1e-5). ``lm_options`` passes ``geodesic`` (default
-    True), ``accel_ratio`` (0.75) and ``slow_factor`` (10) to Levenberg-Marquardt.
+    True), ``accel_ratio`` (0.75), ``slow_factor`` (10) and ``damping`` (1e-3: the initial
+    damping relative to ``max diag(J^T J)``) to Levenberg-Marquardt. ``branches=False`` makes
+    LM compute every part of a pass (for a vmapped batch, where ``lax.cond`` runs both branches
+    anyway, this avoids evaluating the trial residual twice).
     """
     if method == "lm":
-        out = _lm(path0, local, window, tol, gtol, max_iters, **(lm_options or {}))
+        opts = dict(lm_options or {}, branches=branches)
+        out = _lm(path0, local, window, tol, gtol, max_iters, **opts)
     elif method == "gauss_newton":
         out = _gauss_newton(path0, local, window, tol, gtol, max_iters)
     elif method == "adam":
