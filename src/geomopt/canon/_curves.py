@@ -373,10 +373,10 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     compile in one to three seconds.
 
     Performance note (XLA CPU): the unrolled encoder computes each word in its own loop over the
-    points. Inside a larger ``jit``, an elementwise op on the whole ``(..., W)`` result (e.g.
-    ``h ^ c``, or the result written into a ``lax.map``/``scan`` output) gets fused with those
-    loops into one branchy scalar loop, measured ~15x slower; use the words one at a time
-    (``h[..., k]``, as :func:`geomopt.canon.sort_by_words` does), which keeps the fast loops.
+    points. Inside a larger ``jit``, ops that combine a point's words (e.g. ``h.sum(-1)``) or
+    write the result into a ``lax.map``/``scan`` output get fused with those loops into one
+    branchy scalar loop, measured 6-16x slower (3-D, 16 bits); elementwise ops, slices
+    (``h[..., k]``, as :func:`geomopt.canon.sort_by_words` uses) and sorting keep the fast loops.
 
     Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
     (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
@@ -441,8 +441,8 @@ def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "...
     Compile time grows with ``d * b`` (1-2 s at ``d * b = 64``); with three or more words XLA
     turned one update into a select over the whole output (measured 2x slower than the loop
     encoder at d = 8, b = 10), so this path is used up to ``_UNROLL_MAX_BITS = 64`` bits.
-    Any elementwise use of the whole output inside the same jit (e.g. or-ing a check into it)
-    fuses the words back into one scalar loop, so ``zero`` is or-ed into the first word here.
+    Or-ing a check into the whole output inside the same jit fused the words back into one
+    scalar loop (15x slower), so ``zero`` is or-ed into the first word here.
 
     Unlike the loop encoder, narrow types do not pay here: the loop also holds the ``uint32``
     words, so LLVM vectorises 8 points at a time whatever the coordinates' type, and x86 has no
