@@ -393,6 +393,7 @@ def main(args: Args):
     den = denoiser(args)
     result = dict(
         platform=f"{jax.devices()[0].platform.upper()} ({platform.processor() or 'cpu'})",
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         args=dataclasses.asdict(args),
     )
     if args.part in ("all", "abc"):
@@ -426,7 +427,7 @@ def write_markdown(res, args):
         "Command: `uv run benchmarks/bench_gfm.py` (this run: `--part abc`, `--part pairs` and "
         "`--part calibration` as separate processes, then `--part merge`; the calibration "
         "part does not depend on the solver and may come from an earlier run; "
-        f"{res['platform']}, float64, load average "
+        f"{res.get('date', 'date not recorded')}, {res['platform']}, float64, load average "
         f"{res['load_average']:.1f} on 2 shared cores: timings are noisy). Denoiser: quick "
         f"architecture, {res['args']['steps']} steps. See the script's docstring for the "
         "protocol and `experiments/gfm/README_solver.md` for the discussion.",
