@@ -39,6 +39,11 @@ class GPT2Config:
     loss_chunk: int = 1024
     """Tokens per chunk of the output-head cross-entropy (lm._loss): the B x T x V logits are
     never held at once; 0 computes the full logits (the reference path)."""
+    attn_block: int = 128
+    """Query block of the causal attention without a cache: each block of ``attn_block`` queries
+    attends only to its causal prefix of keys (exact; skips the fully masked key blocks, about
+    half the attention work at T = 1024). Sequences of at most ``attn_block`` tokens, and 0, use
+    ``jax.nn.dot_product_attention`` on the whole sequence."""
 
     def __post_init__(self):
         if self.activation not in ("gelu_tanh", "gelu_exact"):
@@ -47,6 +52,10 @@ class GPT2Config:
             )
         if not isinstance(self.loss_chunk, int) or self.loss_chunk < 0:
             raise ValueError(f"GPT2Config.loss_chunk={self.loss_chunk!r}: expected an integer >= 0")
+        if isinstance(self.attn_block, bool) or not isinstance(self.attn_block, int):
+            raise ValueError(f"GPT2Config.attn_block={self.attn_block!r}: expected an integer >= 0")
+        if self.attn_block < 0:
+            raise ValueError(f"GPT2Config.attn_block={self.attn_block!r}: expected an integer >= 0")
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "context"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
