@@ -66,3 +66,26 @@ def test_validate_names_bad_fields():
         exp_classify.validate(dataclasses.replace(base, n_train=64, strides=(1, 8)))
     with pytest.raises(ValueError, match="dims"):
         exp_classify.validate(dataclasses.replace(base, dims=()))
+
+
+def test_base_dim_keeps_cloud_distances_across_d_and_is_checked():
+    kw = dict(k=2, seed=0, base_dim=2, shuffle=False)
+    x3, y3 = shape_family_clouds(12, 16, 3, 3, **kw)
+    x7, y7 = shape_family_clouds(12, 16, 7, 3, **kw)
+    assert (y3 == y7).all()
+
+    def dists(x):
+        flat = x.reshape(len(x), -1).astype(np.float64)
+        return np.linalg.norm(flat[:, None] - flat[None], axis=-1)
+
+    np.testing.assert_allclose(dists(x3), dists(x7), rtol=1e-4, atol=1e-5)
+    # without it the template spread grows with d
+    a3, _ = shape_family_clouds(12, 16, 3, 3, k=2, seed=0, shuffle=False)
+    a7, _ = shape_family_clouds(12, 16, 7, 3, k=2, seed=0, shuffle=False)
+    assert dists(a7).mean() > 1.2 * dists(a3).mean()
+    with pytest.raises(ValueError, match="base_dim"):
+        shape_family_clouds(2, 3, 2, 2, seed=0, base_dim=3)
+    with pytest.raises(ValueError, match="base_dim"):
+        exp_classify.validate(
+            dataclasses.replace(exp_classify.EXPERIMENT.presets["smoke"], base_dim=99)
+        )

@@ -78,6 +78,7 @@ def shape_family_clouds(
     deform: float = 0.12,
     noise: float = 0.0,
     shuffle: bool = True,
+    base_dim: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Clouds from shape families of intrinsic dimension ``k`` embedded in ``R^d``.
 
@@ -91,12 +92,20 @@ def shape_family_clouds(
     the image of a smooth map from ``[-1, 1]^k``: a ``k``-dimensional family in ``R^(P x d)`` modulo
     permutations, for every ``d``. Templates and modes come from ``class_seed``; clouds from
     ``seed``. Returns float32 ``x`` ``(n_clouds, n_points, d)`` and balanced int32 labels.
+
+    ``base_dim > 0`` draws templates and modes in ``R^base_dim`` (the same ones for every ``d``)
+    and maps them into ``R^d`` by one random orthonormal frame (from ``class_seed`` and ``d``)
+    about the centre ``1/2``: distances between clouds then do not change with ``d``, so a sweep
+    over ``d`` changes only the ambient coordinates the orders see, not how separable the classes
+    are (with ``base_dim = 0``, the default, the template spread grows with ``d``).
     """
     for name, v in (("n_clouds", n_clouds), ("n_points", n_points), ("d", d), ("k", k)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} {v!r}: expected a positive integer")
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
         raise ValueError(f"n_classes {n_classes!r}: expected a positive integer")
+    if isinstance(base_dim, bool) or not isinstance(base_dim, int) or not 0 <= base_dim <= d:
+        raise ValueError(f"base_dim {base_dim!r}: expected an integer in 0..d = {d}")
     for name, v in (("template_scale", template_scale), ("deform", deform), ("noise", noise)):
         if not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{name} {v!r}: expected a finite number >= 0")
@@ -108,12 +117,19 @@ def shape_family_clouds(
     )
     decay = np.concatenate([1.0 / m, 1.0 / m])[:, None]  # (2M, 1)
 
-    def curves(n):
-        coef = crng.standard_normal((n, 2 * n_modes, d)) * decay
-        return np.einsum("pm,nmd->npd", basis, coef)  # (n, P, d)
+    gen_dim = base_dim or d
 
-    templates = 0.5 + template_scale * curves(n_classes)
-    modes = curves(k)  # (k, P, d)
+    def curves(n):
+        coef = crng.standard_normal((n, 2 * n_modes, gen_dim)) * decay
+        return np.einsum("pm,nmd->npd", basis, coef)  # (n, P, gen_dim)
+
+    templates = template_scale * curves(n_classes)
+    modes = curves(k)  # (k, P, gen_dim)
+    if base_dim:
+        frame_rng = np.random.default_rng([class_seed, d])
+        frame, _ = np.linalg.qr(frame_rng.standard_normal((d, base_dim)))  # (d, base_dim)
+        templates, modes = templates @ frame.T, modes @ frame.T
+    templates = 0.5 + templates
     rng = np.random.default_rng(seed)
     y = np.arange(n_clouds) % n_classes
     rng.shuffle(y)

@@ -50,6 +50,10 @@ class ClassifyConfig:
     """Classes (one template shape each)."""
     deform: float = 0.3
     """Amplitude of the k-parameter deformation (larger: classes overlap more)."""
+    base_dim: int = 0
+    """0: class templates drawn in R^d (their spread grows with d). > 0: drawn once in
+    R^base_dim and rotated into every R^d by a random orthonormal frame, so class separability
+    does not change with d and only the ambient coordinates do (every d must be >= base_dim)."""
     noise: float = 0.01
     """Standard deviation of i.i.d. point noise (0: exactly k-dimensional families)."""
     n_seeds: int = 3
@@ -74,6 +78,10 @@ def validate(cfg: ClassifyConfig) -> None:
         v = getattr(cfg, n)
         if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in v):
             raise ValueError(f"{n}={v!r}: expected a non-empty tuple of integers >= 1")
+    if isinstance(cfg.base_dim, bool) or not isinstance(cfg.base_dim, int) or cfg.base_dim < 0:
+        raise ValueError(f"base_dim={cfg.base_dim!r}: expected an integer >= 0")
+    if cfg.base_dim > min(cfg.dims):
+        raise ValueError(f"base_dim={cfg.base_dim} exceeds the smallest d in dims={cfg.dims}")
     smallest = -(-cfg.n_train // max(cfg.strides))
     if smallest < cfg.train.batch:
         raise ValueError(
@@ -149,6 +157,7 @@ def run(cfg: ClassifyConfig, run: Run) -> dict[str, float]:
             seed=cfg.data_seed + 1000 * d,
             deform=cfg.deform,
             noise=cfg.noise,
+            base_dim=cfg.base_dim,
         )
         xtr, ytr, xte, yte = x[: cfg.n_train], y[: cfg.n_train], x[cfg.n_train :], y[cfg.n_train :]
         for kind in cfg.kinds:
