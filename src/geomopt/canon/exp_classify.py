@@ -265,9 +265,12 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     draw_sweep(at, kinds, "fraction", axes[:, 1], xs_ticks=fracs, log2=True)
     axes[1, 1].set_xlabel(f"training fraction (d = {dmax})")
     slopes = rec.headline
+    base = cfg.get("base_dim", 0)
     fig.suptitle(
-        f"k = {cfg['k']} shape families, {cfg['n_points']} points, {cfg['n_train']} training "
-        f"clouds at fraction 1, {cfg['n_seeds']} seeds"
+        f"{cfg['n_classes']} classes of k = {cfg['k']} shape families (deform {cfg['deform']:g}"
+        + (f", drawn in R^{base} and rotated into R^d" if base else "")
+        + f"), {cfg['n_points']} points, {cfg['n_train']} training clouds at fraction 1, "
+        f"{cfg['n_seeds']} seeds"
     )
     handles, labels = axes[0, 0].get_legend_handles_labels()
     labels = [
