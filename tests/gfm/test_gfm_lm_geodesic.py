@@ -39,10 +39,14 @@ def test_second_directional_derivative_matches_finite_differences():
     np.testing.assert_allclose(rvv, fd, rtol=1e-5, atol=1e-5 * float(jnp.max(jnp.abs(fd))))
 
 
-def test_accelerated_and_plain_lm_reach_the_same_solution():
-    score = gfm.ScoreAt(SmoothedCircle(), 0.1)
+def _circle_problem():
+    """Score, endpoints and SLERP start of a 16-waypoint path on the smoothed unit circle."""
     x0, x1 = np.array([1.0, 0.0]), np.array([-0.6, 0.8])
-    init = np.asarray(gfm.slerp(x0, x1, 16))
+    return gfm.ScoreAt(SmoothedCircle(), 0.1), x0, x1, np.asarray(gfm.slerp(x0, x1, 16))
+
+
+def test_accelerated_and_plain_lm_reach_the_same_solution():
+    score, x0, x1, init = _circle_problem()
     p_geo, r_geo = gfm.solve(x0, x1, score=score, n_points=16, init=init)
     p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=16, init=init,
                            lm_options=dict(geodesic=False))  # fmt: skip
@@ -54,9 +58,7 @@ def test_accelerated_and_plain_lm_reach_the_same_solution():
 
 @pytest.mark.parametrize("damping", [1e-6, 1.0])
 def test_initial_damping_changes_the_iterates_not_the_solution(damping):
-    score = gfm.ScoreAt(SmoothedCircle(), 0.1)
-    x0, x1 = np.array([1.0, 0.0]), np.array([-0.6, 0.8])
-    init = np.asarray(gfm.slerp(x0, x1, 16))
+    score, x0, x1, init = _circle_problem()
     p_ref, r_ref = gfm.solve(x0, x1, score=score, n_points=16, init=init)
     p, r = gfm.solve(x0, x1, score=score, n_points=16, init=init,
                      lm_options=dict(damping=damping))  # fmt: skip
