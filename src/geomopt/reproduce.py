@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="reproduce.py",
         description=__doc__.split("\n\n")[0] + " Measured on a quiet 2-core machine: the smoke "
-        "set 267 s; the quick set takes hours there (see README.md), so use --only to "
+        "set about 220 s; the quick set takes hours there (see README.md), so use --only to "
         "reproduce one figure.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
