@@ -7,9 +7,11 @@
 Exactly as the official runs: sigma 0.1, lambda 1, gamma 1; run A (0.05, 0.5) with 20 waypoints,
 B (5, 0.1) with 20, C (1, 0.01) with 25; the initial path linear in the intrinsic angles mapped
 onto the surface (both endpoints have poloidal angle pi/2, so it is the top circle). Each run is
-solved by our Levenberg-Marquardt and by the official Adam (lr 1e-3 / 5e-3 / 5e-4, clip 10, 1501
-iterations). A route is named by the poloidal angle at the path's middle (outer 0, top pi/2,
-inner pi, bottom -pi/2); an off-manifold path is reported as such. Module-level imports are light.
+solved by our Levenberg-Marquardt (one solve at sigma; and ``lm_continuation``: solved at sigma
+0.3, then 0.2, then 0.1, each level warm-starting the next, ``gfm.solve_continuation``) and by the
+official Adam (lr 1e-3 / 5e-3 / 5e-4, clip 10, 1501 iterations). A route is named by the
+poloidal angle at the path's middle (outer 0, top pi/2, inner pi, bottom -pi/2); an off-manifold
+path is reported as such. Module-level imports are light.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))
+SOLVERS = ("lm", "lm_continuation", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +42,12 @@ class TorusMetricsConfig:
     """Noise level of the score (official 0.1)."""
     lam: float = 1.0
     """GFM's lambda (official 1)."""
-    solvers: tuple[str, ...] = ("lm", "adam")
-    """lm (ours) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
+    solvers: tuple[str, ...] = ("lm", "lm_continuation", "adam")
+    """lm (ours, one solve at sigma), lm_continuation (ours: ``gfm.solve_continuation`` over
+    continuation_sigmas, each level warm-starting the next; the solver README's recommendation for
+    learned potentials) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
+    continuation_sigmas: tuple[float, ...] = (0.3, 0.2)
+    """Noise levels solved before ``sigma`` by lm_continuation (largest first)."""
     adam_iters: int = 1501
     """Official Adam iterations."""
     potential: Literal["trained", "analytic"] = "trained"
@@ -55,9 +62,16 @@ def validate(cfg: TorusMetricsConfig) -> None:
     for r in cfg.runs:
         if len(r) != 5 or not (r[1] > 0 and r[2] > 0 and r[4] > 0) or int(r[3]) < 4:
             raise ValueError(f"runs entry {r!r}: expected (name, alpha>0, beta>0, K>=4, lr>0)")
-    bad = [s for s in cfg.solvers if s not in ("lm", "adam")]
+    bad = [s for s in cfg.solvers if s not in SOLVERS]
     if bad or not cfg.solvers:
-        raise ValueError(f"solvers={cfg.solvers!r}: expected 'lm' and/or 'adam'")
+        raise ValueError(f"solvers={cfg.solvers!r}: expected names from {SOLVERS}")
+    cs = cfg.continuation_sigmas
+    if not all(isinstance(v, (int, float)) and v > cfg.sigma for v in cs) or list(cs) != sorted(
+        cs, reverse=True
+    ):
+        raise ValueError(
+            f"continuation_sigmas={cs!r}: expected decreasing numbers > sigma={cfg.sigma!r}"
+        )
     for n in ("gamma", "sigma", "on_manifold_tol"):
         v = getattr(cfg, n)
         if not (math.isfinite(v) and v > 0):
@@ -116,11 +130,25 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
             init = angle_linear_init(int(k), math.pi / 2, 0.0, math.pi / 2, math.pi)
             for solver in cfg.solvers:
                 bar.set_description(f"run {name}, {solver}")
-                kw = {}
-                if solver == "adam":
-                    kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
-                path, rep = gfm.solve(init[0], init[-1], score=score, metric=metric,
-                                      lam=cfg.lam, n_points=int(k), init=init, **kw)  # fmt: skip
+                common = dict(metric=metric, lam=cfg.lam, n_points=int(k), init=init)
+                if solver == "lm_continuation":
+                    sigmas = (*cfg.continuation_sigmas, cfg.sigma)
+                    path, reps = gfm.solve_continuation(
+                        init[0], init[-1], model=model, sigmas=sigmas, **common
+                    )
+                    rep = reps[-1]
+                    seconds = sum(r.wall_time for r in reps)
+                    levels = [
+                        dict(sigma=s, code=int(r.code), iterations=int(r.iterations),
+                             residual=float(r.residual))
+                        for s, r in zip(sigmas, reps, strict=True)
+                    ]  # fmt: skip
+                else:
+                    kw = {}
+                    if solver == "adam":
+                        kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
+                    path, rep = gfm.solve(init[0], init[-1], score=score, **common, **kw)
+                    levels, seconds = [], rep.wall_time
                 p = np.asarray(path)
                 m = gfm.path_metrics(p, manifold=torus, metric=metric, score=score, lam=cfg.lam)
                 finite = bool(np.isfinite(p).all())
@@ -136,7 +164,8 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                     error_max=err_max, on_manifold=on,
                     success=on and status in ("converged", "budget"),
                     route=route_of(p) if on else "off-manifold",
-                    prior_length=float(m["prior_length"]), seconds=rep.wall_time,
+                    prior_length=float(m["prior_length"]), seconds=seconds,
+                    levels=levels,
                 )  # fmt: skip
                 rows.append(row)
                 arrays[f"{name}/{solver}"] = p
@@ -150,8 +179,9 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                 )
                 bar.update(1)
     bar.close()
-    lm_routes = {r["route"] for r in rows if r["solver"] == "lm" and r["success"]}
-    headline["lm/distinct_routes"] = float(len(lm_routes))
+    for solver in cfg.solvers:
+        routes = {r["route"] for r in rows if r["solver"] == solver and r["success"]}
+        headline[f"{solver}/distinct_routes"] = float(len(routes))
     run.log_rows(rows)
     run.details["rows"] = rows
     run.save_arrays("paths.npz", **arrays)
@@ -159,11 +189,15 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
 
 
 RUN_COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c"}
+LINESTYLES = {"lm": "-", "lm_continuation": "-.", "adam": "--"}
+LINE_NAMES = {"-": "solid", "-.": "dash-dot", "--": "dashed", ":": "dotted"}
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``gfm_torus_metrics.png``: each run's path on the torus (3-D) and unrolled in the
-    intrinsic angles (toroidal ph vs poloidal th); LM solid, official Adam dashed."""
+    """``gfm_torus_metrics.png``: every path on the torus (3-D; LM solid, LM with continuation
+    dash-dotted, official Adam dashed) and, one panel per solver, unrolled in the intrinsic angles
+    (toroidal ph vs poloidal th) with each run's route, middle poloidal angle, status and mean
+    distance."""
     import numpy as np
 
     from geomopt import plotting
@@ -174,40 +208,44 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     rows = record.details["rows"]
     with np.load(Path(run_dir) / "paths.npz") as f:
         arrays = dict(f)
-    fig = plotting.figure(2, 1, width=4.2, height=3.6)[0]
+    solvers = list(dict.fromkeys(r["solver"] for r in rows))
+    n = len(solvers)
+    fig = plotting.figure(n + 1, 1, width=3.6, height=3.6)[0]
     fig.clf()
-    ax3 = fig.add_subplot(1, 2, 1, projection="3d")
-    ax2 = fig.add_subplot(1, 2, 2)
+    ax3 = fig.add_subplot(1, n + 1, 1, projection="3d")
+    panels = {s: fig.add_subplot(1, n + 1, i + 2) for i, s in enumerate(solvers)}
     surface(ax3, "torus")
     for r in rows:
         p = arrays[f"{r['run']}/{r['solver']}"]
         c = RUN_COLORS.get(r["run"], plotting.color(r["run"]))
-        ls = "-" if r["solver"] == "lm" else "--"
+        ls = LINESTYLES.get(r["solver"], ":")
         th_mid = float(poloidal_angle(p[len(p) // 2]))
-        label = (f"{r['run']} ({r['alpha']:g}, {r['beta']:g}) {r['solver']}: {r['route']} "
-                 f"(th_mid {th_mid:.2f}), {r['status']}, d {r['error_mean']:.3f}")  # fmt: skip
+        label = (
+            f"{r['run']} ({r['alpha']:g}, {r['beta']:g}): {r['route']} (th_mid {th_mid:.2f}),\n"
+            f"{r['status']}, residual {r['residual']:.2g}, d {r['error_mean']:.3f}"
+        )
         ax3.plot(*p.T, ls, color=c, linewidth=1.5)
         ph = np.unwrap(np.arctan2(p[:, 1], p[:, 0]))
         th = np.unwrap(poloidal_angle(p))
-        ax2.plot(ph, th, ls, color=c, marker="." if r["solver"] == "lm" else None, label=label)
+        panels[r["solver"]].plot(ph, th, ls, color=c, marker=".", label=label)
     ax3.set_xlabel("x")
     ax3.set_ylabel("y")
     ax3.set_zlabel("z")
-    ax3.set_title("paths on the torus")
-    ax2.set_xlabel("toroidal angle ph")
-    ax2.set_ylabel("poloidal angle th")
-    ax2.set_xticks([0, np.pi / 2, np.pi])
-    ax2.set_xticklabels(["0", "pi/2", "pi"])
-    ax2.set_yticks([-np.pi / 2, 0, np.pi / 2, np.pi])
-    ax2.set_yticklabels(["-pi/2 bottom", "0 outer", "pi/2 top", "pi inner"])
-    lm = [r for r in rows if r["solver"] == "lm"]
-    routes = {r["route"] for r in lm if r["on_manifold"]}
-    ax2.set_title(
-        f"LM: {len(routes)} distinct on-surface route(s); "
-        + ", ".join(f"{r['run']} {r['route']} ({r['status']})" for r in lm),
-        fontsize=8,
-    )
-    ax2.legend(loc="upper left", bbox_to_anchor=(0.0, -0.18), fontsize=6)
+    ax3.set_zticks([-0.4, 0.0, 0.4])
+    styles = ", ".join(f"{s} {LINE_NAMES[LINESTYLES.get(s, ':')]}" for s in solvers)
+    ax3.set_title(f"paths on the torus\n{styles}", fontsize=7)
+    for solver, ax in panels.items():
+        mine = [r for r in rows if r["solver"] == solver]
+        routes = {r["route"] for r in mine if r["success"]}
+        ax.set_xlabel("toroidal angle ph")
+        ax.set_xticks([0, np.pi / 2, np.pi])
+        ax.set_xticklabels(["0", "pi/2", "pi"])
+        ax.set_yticks([-np.pi / 2, 0, np.pi / 2, np.pi])
+        ax.set_yticklabels(["-pi/2 bottom", "0 outer", "pi/2 top", "pi inner"])
+        ax.set_title(f"{solver}: {len(routes)} distinct successful route(s)", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.24), fontsize=6)
+    panels[solvers[0]].set_ylabel("poloidal angle th")
+    fig.get_layout_engine().set(wspace=0.12)  # room for the 3-D panel's z label
     return [plotting.save(fig, figure_path(run_dir, out, "gfm_torus_metrics"))]
 
 
@@ -224,7 +262,8 @@ EXPERIMENT = Experiment(
     notes={
         "smoke": "run A with LM only, tiny denoiser (one compile of the metric solve)",
         "quick": "official runs A/B/C, LM and official Adam (91 s CPU, cached denoiser)",
-        "paper": "official runs A/B/C with the official 128x4 denoiser",
+        "paper": "official runs A/B/C with the official 128x4 denoiser, LM, LM with continuation "
+        "and official Adam (335 s wall at load ~8, cached denoiser; mostly LM's metric compile)",
     },
     run=run,
     plot=plot,
