@@ -261,7 +261,8 @@ EXPERIMENT = Experiment(
     },
     notes={
         "smoke": "run A with LM only, tiny denoiser (one compile of the metric solve)",
-        "quick": "official runs A/B/C, LM and official Adam (91 s CPU, cached denoiser)",
+        "quick": "official runs A/B/C, LM, LM with continuation and official Adam (274 s wall at "
+        "load ~7, cached denoiser)",
         "paper": "official runs A/B/C with the official 128x4 denoiser, LM, LM with continuation "
         "and official Adam (335 s wall at load ~8, cached denoiser; mostly LM's metric compile)",
     },
