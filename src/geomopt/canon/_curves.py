@@ -338,7 +338,7 @@ def _stack_last(words: list[Array]) -> Array:
 
 
 def _transpose_to_axes(xs: list[Array], b: int) -> list[Array]:
-    """Skilling's TransposetoAxes (inverse of :func:`_axes_to_transpose`)."""
+    """Skilling's TransposetoAxes: the inverse of the level transform of :func:`_hilbert_level`."""
     d = len(xs)
     xs = list(xs)
     dtype = xs[0].dtype
