@@ -409,7 +409,8 @@ def probe_markdown(probe: dict) -> list[str]:
     )
     lines += [
         "",
-        f"XLA compiles the public call into {len(probe['fusions'])} loop fusions: {fus}; "
+        f"XLA compiles the public call into {len(probe['fusions'])} fusions: {fus} (the "
+        "`reduce-window` and `compare` ones are the range check under `jit`); "
         "a fusion with 2 partitions is split over the 2 cores, so threads can exceed 1 on an "
         "idle machine.",
     ]
