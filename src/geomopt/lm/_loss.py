@@ -63,17 +63,19 @@ def _forward(x_BxTxD, w_VxD, targets_BxT, chunk_t: int, with_grads: bool):
         onehot = jax.nn.one_hot(t_BxC, logits.shape[-1], dtype=jnp.float32)
         dlogits = ((p - onehot) * (vf / n)[..., None]).astype(x_BxCxD.dtype)
         dx = jnp.dot(dlogits, w_VxD, preferred_element_type=jnp.float32)
-        dw = dw + jnp.einsum("bcv,bcd->vd", dlogits, x_BxCxD, preferred_element_type=jnp.float32)
+        # dw^T (D x V) accumulates x^T dlogits: both operands contracted on their leading
+        # (token) axes, which XLA:CPU does without transposing the large C x V dlogits
+        dw = dw + jnp.einsum("bcd,bcv->dv", x_BxCxD, dlogits, preferred_element_type=jnp.float32)
         return (loss_sum, correct_sum, dw), dx.astype(x_BxCxD.dtype)
 
     zero = jnp.zeros((), jnp.float32)
-    dw0 = jnp.zeros(w_VxD.shape, jnp.float32) if with_grads else zero
+    dw0 = jnp.zeros(w_VxD.shape[::-1], jnp.float32) if with_grads else zero
     (loss_sum, correct_sum, dw), dxs = jax.lax.scan(body, (zero, zero, dw0), (xs, ts, vs))
     out = (loss_sum / n, correct_sum / n)
     if not with_grads:
         return out, None
     dx = dxs.transpose(1, 0, 2, 3).reshape(B, nc * chunk_t, D)[:, :T]
-    return out, (dx, dw.astype(w_VxD.dtype))
+    return out, (dx, dw.T.astype(w_VxD.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
