@@ -28,12 +28,13 @@ UNROLLED += [(6, 10), (7, 9), (8, 8), (11, 5), (16, 4), (21, 3), (32, 2), (64, 1
 
 @pytest.mark.parametrize("d,bits", UNROLLED)
 def test_unrolled_encoder_matches_hilbertcurve(d, bits):
-    assert _curves._encoder_mode(d, min(bits, 32)) == "unrolled"
+    """The unrolled encoder (forced; the default for d >= 3 up to 64 index bits)."""
+    assert _curves._encoder_mode(d, min(bits, 32)) == ("table" if d <= 2 else "unrolled")
     rng = np.random.default_rng(d * 1000 + bits)
     q = rng.integers(0, 2 ** min(bits, 32), size=(2, 48, d), dtype=np.uint64).astype(np.uint32)
     q[0, 0] = 0
     q[0, 1] = 2 ** min(bits, 32) - 1  # the corners: all bits clear / set
-    h = np.asarray(hilbert_index(jnp.asarray(q), bits))
+    h = np.asarray(_curves._hilbert_kernel(jnp.asarray(q), bits, "unrolled"))
     assert h.shape == (2, 48, _curves.n_words(d, bits)) and h.dtype == np.uint32
     curve = HilbertCurve(bits, d)
     expected = [curve.distance_from_point(p) for p in q.reshape(-1, d).tolist()]
@@ -52,6 +53,7 @@ def test_encoders_agree(d, bits):
 
 
 def test_encoder_mode_choice_and_bad_mode():
+    assert _curves._encoder_mode(2, 16) == "table"
     assert _curves._encoder_mode(3, 16) == "unrolled"
     assert _curves._encoder_mode(3, 23) == "table"
     assert _curves._encoder_mode(8, 10) == "loop"
@@ -76,6 +78,21 @@ def test_level_table_is_a_bijection_per_state(d):
     digits = table & ((1 << d) - 1)
     assert all(len(set(row.tolist())) == 2**d for row in digits)
     assert table.shape[0] == {1: 2, 2: 8, 3: 48, 4: 384}[d]
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_minimal_level_table_emits_the_same_digits(d):
+    """Merging equivalent states keeps every digit sequence: both machines run on the same random
+    level inputs from the start state, and the merged one has 1, 4, 24, 192 states."""
+    full, small = _curves._level_table(d), _curves._minimal_level_table(d)
+    assert small.shape == ({1: 1, 2: 4, 3: 24, 4: 192}[d], 2**d)
+    assert all(len(set((row & ((1 << d) - 1)).tolist())) == 2**d for row in small)
+    raw = np.random.default_rng(d).integers(0, 2**d, size=(256, 40))
+    sa = sb = np.zeros(256, np.int64)
+    for level in range(raw.shape[1]):
+        ea, eb = full[sa, raw[:, level]], small[sb, raw[:, level]]
+        np.testing.assert_array_equal(ea & ((1 << d) - 1), eb & ((1 << d) - 1))
+        sa, sb = ea >> d, eb >> d
 
 
 def test_chunked_loop_encoder_matches_hilbertcurve(monkeypatch):

@@ -12,13 +12,14 @@ needed for any ``d`` or ``bits``.
 Why this is fast: Skilling's per-level "invert or exchange the lower bits" step is a handful of
 whole-word unsigned-integer operations (a mask from the level's bit, an xor-swap under that mask),
 so one level over all points is a short, static, branch-free chain of vectorised integer
-operations. Up to 64 index bits (every ``d`` at the usual resolutions) all levels are unrolled,
-so XLA compiles each output word into one vectorised elementwise loop over the points (see
-:func:`_hilbert_words_unrolled`). Longer indices use, for ``d <= 4``, a precomputed
-finite-state table (state = the signed permutation accumulated by the exchanges/inversions, plus
-the Gray-code parity), several levels per gather (:func:`_hilbert_words_table`), and for
-``d > 4`` the levels in a loop over cache-sized chunks of points (:func:`_hilbert_words_loop`),
-in the narrowest integer type that holds ``bits``.
+operations. For ``d >= 3`` up to 64 index bits (every ``d`` at the usual resolutions) all levels
+are unrolled, so XLA compiles each output word into one vectorised elementwise loop over the
+points (see :func:`_hilbert_words_unrolled`). ``d <= 2``, and longer indices for ``d <= 4``, use
+a precomputed finite-state table (state = the signed permutation accumulated by the
+exchanges/inversions, plus the Gray-code parity; equivalent states merged), several levels per
+gather (:func:`_hilbert_words_table`), and ``d > 4`` beyond 64 bits the levels in a loop over
+cache-sized chunks of points (:func:`_hilbert_words_loop`), in the narrowest integer type that
+holds ``bits``.
 
 Levels above the coordinates' bit width (``bits > 32`` with 32-bit coordinates) hold only zero
 bits; at such a level Skilling's step exchanges ``x_0`` with every ``x_i`` in turn, which rotates
@@ -367,10 +368,11 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     Equals ``HilbertCurve(bits, d).distance_from_point(q)`` of the PyPI ``hilbertcurve``
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
-    static. Up to 64 index bits Skilling's levels are unrolled into one elementwise loop per
-    output word; longer indices use a table-driven state machine for ``d <= 4`` (one small-table
-    gather per 2-8 levels) and a level loop over cache-sized chunks of points for ``d > 4``. All
-    compile in one to three seconds.
+    static. For ``d >= 3`` up to 64 index bits Skilling's levels are unrolled into one
+    elementwise loop per output word; ``d <= 2``, and longer indices for ``d <= 4``, use a
+    table-driven state machine (one small-table gather per 2-18 levels) and ``d > 4`` beyond
+    64 bits a level loop over cache-sized chunks of points. All compile in one to three
+    seconds.
 
     Performance note (XLA CPU): the unrolled encoder computes each word in its own loop over the
     points. Inside a larger ``jit``, ops that combine a point's words (e.g. ``h.sum(-1)``) or
@@ -391,16 +393,21 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     return _hilbert_kernel(q, bits, None, zero)
 
 
-# Encoders: "unrolled" (every level inlined into one loop per output word) while the index has
-# at most _UNROLL_MAX_BITS bits (it compiles in 1-2 s there and was measured 2-3.5x faster than
-# the others, CPU time at d = 2, 3, 4, 8, 16); beyond that "table" for d <= _TABLE_MAX_D, else
-# "loop".
+# Encoders: "table" for d <= _TABLE_ALWAYS_D (1-D and 2-D have 1 and 4 states, so one gather
+# covers 18 and 8 levels: measured 1.5-2x faster than "unrolled" in CPU time at 2-D, 16 and 32
+# bits, 10x at 1-D); otherwise "unrolled" (every level inlined into one loop per output word)
+# while the index has at most _UNROLL_MAX_BITS bits (it compiles in 1-2 s there; in 3-D at
+# 16 bits it ties with "table", at d = 4 it is 1.3x faster and at d = 8, 16 2-3.5x faster than
+# "loop"); beyond that "table" for d <= _TABLE_MAX_D, else "loop".
 _UNROLL_MAX_BITS = 64
+_TABLE_ALWAYS_D = 2
 _MODES = ("unrolled", "table", "loop")
 
 
 def _encoder_mode(d: int, b: int) -> str:
     """Which encoder :func:`hilbert_index` uses for ``d`` coordinates of ``b`` working bits."""
+    if d <= _TABLE_ALWAYS_D:
+        return "table"
     if d * b <= _UNROLL_MAX_BITS:
         return "unrolled"
     return "table" if d <= _TABLE_MAX_D else "loop"
@@ -501,10 +508,11 @@ def _hilbert_words_loop(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
 # a signed permutation of the coordinates (x_j <- x_{p(j)} xor f_j), and the Gray-code correction
 # carries one parity bit; so (p, f, parity) is a finite state, and one level maps (state, the d
 # raw bits of the level) to (the d index bits, next state). The states reachable from the
-# identity are enumerated by breadth-first search (2, 8, 48, 384 states for d = 1..4; the whole
-# signed-permutation group times the parity, so the tables grow like d! 2^d and the loop
-# encoder is used for d > 4). ``k`` levels are composed into one table so one gather emits
-# ``k * d`` index bits; ``k`` is the largest with at most ``_TABLE_MAX_ENTRIES`` entries.
+# identity are enumerated by breadth-first search (2, 8, 48, 384 states for d = 1..4), then
+# states that emit the same digits for every input are merged (1, 4, 24, 192 states; 24 in 3-D
+# as in hilbertsfc's 3-D tables). The tables grow like d! 2^d, so the loop encoder is used for
+# d > 4. ``k`` levels are composed into one table so one gather emits ``k * d`` index bits; ``k``
+# is the largest with at most ``_TABLE_MAX_ENTRIES`` entries.
 _TABLE_MAX_D = 4
 _TABLE_MAX_ENTRIES = 1 << 18
 
@@ -544,22 +552,47 @@ def _level_table(d: int) -> np.ndarray:
 
 
 @functools.cache
+def _minimal_level_table(d: int) -> np.ndarray:
+    """:func:`_level_table` with equivalent states merged (Moore's partition refinement: states
+    are equivalent when they emit the same digit for every input and their successors are
+    equivalent); same layout, state 0 is still the start."""
+    table = _level_table(d)
+    digits, nxt = table & ((1 << d) - 1), table >> d
+    cls = np.unique(digits, axis=0, return_inverse=True)[1].reshape(-1)
+    while True:
+        signature = np.concatenate([cls[:, None], cls[nxt]], axis=1)
+        new = np.unique(signature, axis=0, return_inverse=True)[1].reshape(-1)
+        if new.max() == cls.max():
+            break
+        cls = new
+    _, first = np.unique(cls, return_index=True)
+    label = np.argsort(np.argsort(first))[cls]  # numbered by first appearance: start stays 0
+    out = np.zeros((label.max() + 1, 2**d), np.int64)
+    out[label] = digits | (label[nxt] << d)
+    return out
+
+
+@functools.cache
 def _group_table(d: int, k: int) -> np.ndarray:
-    """``k`` levels composed: flat ``uint32`` table indexed by ``state << (k d) | m_1 .. m_k``
-    (first level most significant), entry = ``k d`` index bits | next_state << (k d)."""
-    one = _level_table(d)
-    mask = (1 << d) - 1
-    state = np.broadcast_to(np.arange(one.shape[0])[:, None], (one.shape[0], 1))
-    digits = np.zeros_like(state)
-    for _ in range(k):
-        e = one[state[:, :, None], np.arange(2**d)[None, None, :]]
-        digits = ((digits[:, :, None] << d) | (e & mask)).reshape(one.shape[0], -1)
-        state = (e >> d).reshape(one.shape[0], -1)
+    """``k`` levels composed: flat ``uint32`` table indexed by ``state << (k d) | m`` where ``m``
+    holds the ``k`` bits of coordinate ``i`` (first level most significant) at bit
+    ``(d - 1 - i) k`` (so ``m`` is built by one shift and mask per coordinate); entry = the
+    ``k d`` index bits | next_state << (k d)."""
+    one = _minimal_level_table(d)
+    m = np.arange(2 ** (d * k), dtype=np.int64)
+    fields = [(m >> ((d - 1 - i) * k)) & ((1 << k) - 1) for i in range(d)]
+    state = np.broadcast_to(np.arange(one.shape[0])[:, None], (one.shape[0], m.size))
+    digits = np.zeros(state.shape, np.int64)
+    for j in range(k):
+        raw = sum(((f >> (k - 1 - j)) & 1) << (d - 1 - i) for i, f in enumerate(fields))
+        e = one[state, raw[None, :]]
+        digits = (digits << d) | (e & ((1 << d) - 1))
+        state = e >> d
     return (digits | (state << (k * d))).reshape(-1).astype(np.uint32)
 
 
 def _levels_per_gather(d: int) -> int:
-    n_states = _level_table(d).shape[0]
+    n_states = _minimal_level_table(d).shape[0]
     k = 1
     while n_states * 2 ** ((k + 1) * d) <= _TABLE_MAX_ENTRIES:
         k += 1
@@ -568,28 +601,27 @@ def _levels_per_gather(d: int) -> int:
 
 def _hilbert_words_table(xs: list[Array], b: int, n_out: int) -> list[Array]:
     """Same words as :func:`_hilbert_words`, by ``ceil(b / k)`` table lookups per point (levels
-    unrolled; a few integer ops and one small-table gather per group, so it compiles fast)."""
+    unrolled; per group a shift and mask per coordinate and one small-table gather, so it
+    compiles fast). XLA CPU runs each gather as its own loop over the points with scalar loads;
+    3-D at 16 bits takes about 10 ns per point there, 2-D at 32 bits about 10 ns."""
     d = len(xs)
     k = _levels_per_gather(d)
     groups = ([b % k] if b % k else []) + [k] * (b // k)
     words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
-    state = jnp.zeros(xs[0].shape, jnp.uint32)
-    top = b
+    entry, top, prev = None, b, 0
     for g in groups:
-        table = jnp.asarray(_group_table(d, g))
+        low = top - g
         m = None
-        for j in range(g):
-            level = top - 1 - j
-            for i in range(d):
-                pos = d * (g - 1 - j) + (d - 1 - i)
-                bit = ((xs[i] >> level) & jnp.asarray(1, xs[i].dtype)).astype(jnp.uint32)
-                part = bit << pos if pos else bit
-                m = part if m is None else m | part
-        entry = table.at[(state << (g * d)) | m].get(mode="promise_in_bounds")
+        for i, x in enumerate(xs):
+            field = ((x >> low) if low else x) & jnp.asarray((1 << g) - 1, x.dtype)
+            field = field.astype(jnp.uint32)
+            field = field << ((d - 1 - i) * g) if i < d - 1 else field
+            m = field if m is None else m | field
+        index = m if entry is None else ((entry >> (prev * d)) << (g * d)) | m
+        entry = jnp.asarray(_group_table(d, g)).at[index].get(mode="promise_in_bounds")
         words = _shift_words_left(words, g * d)
         words[-1] = words[-1] | (entry & jnp.uint32((1 << (g * d)) - 1))
-        state = entry >> (g * d)
-        top -= g
+        top, prev = low, g
     return words
 
 
