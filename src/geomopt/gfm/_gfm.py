@@ -19,6 +19,7 @@ Levenberg-Marquardt solve of a small path.
 from __future__ import annotations
 
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
@@ -222,9 +223,35 @@ def _solver(treedef, static, cfg):
     return jax.jit(run)
 
 
+# (score, metric) -> _split_callables(score, metric), by identity, for Equinox modules and plain
+# functions (whose leaves cannot be rebound after construction: Equinox modules are frozen), so
+# a repeated solve does not flatten a network's parameters again (a tenth of a small solve's
+# time). An entry holds its objects, so their ids are not reused while it lives.
+_SPLITS: OrderedDict = OrderedDict()
+
+
+def _cacheable(obj) -> bool:
+    return obj is None or isinstance(obj, (eqx.Module, types.FunctionType))
+
+
+def _split_cached(score, metric):
+    if not (_cacheable(score) and _cacheable(metric)):
+        return _split_callables(score, metric)
+    ident = (id(score), id(metric))
+    entry = _SPLITS.get(ident)
+    if entry is not None and entry[0] is score and entry[1] is metric:
+        _SPLITS.move_to_end(ident)
+        return entry[2]
+    split = _split_callables(score, metric)
+    _SPLITS[ident] = (score, metric, split)
+    while len(_SPLITS) > _MAX_SOLVERS:
+        _SPLITS.popitem(last=False)
+    return split
+
+
 def _get_solver(score, metric, cfg):
     """The cached jitted solve for this configuration and the array leaves to pass it."""
-    dynamic, treedef, static, key = _split_callables(score, metric)
+    dynamic, treedef, static, key = _split_cached(score, metric)
     key = (key, cfg)
     entry = _SOLVERS.get(key)
     if entry is None:
@@ -444,8 +471,22 @@ def _check_metric_domain(metric, x0, x1, init):
         check(init, "init")
 
 
+_METRIC_OK: OrderedDict = OrderedDict()  # metric values already found SPD (bytes, shape)
+
+
 def _check_metric_value(g, x):
     """Reject a metric that is not symmetric positive-definite at the sample point ``x``."""
+    seen = (g.tobytes(), g.shape, g.dtype.str) if isinstance(g, np.ndarray) else None
+    if seen is not None and seen in _METRIC_OK:
+        return
+    _check_metric_array(g, x)
+    if seen is not None:
+        _METRIC_OK[seen] = None
+        while len(_METRIC_OK) > 256:
+            _METRIC_OK.popitem(last=False)
+
+
+def _check_metric_array(g, x):
     g = np.asarray(g, dtype=float)
     if g.shape != (x.shape[-1],) * 2:
         raise ValueError(f"metric returned shape {g.shape} at x0, expected {(x.shape[-1],) * 2}")
