@@ -406,6 +406,8 @@ def main(args: Args):
         result["pairs"] = json.loads(part_path("pairs").read_text())["pairs"]
         if part_path("calibration").exists():
             result["calibration"] = json.loads(part_path("calibration").read_text())["calibration"]
+        elif path.exists() and "calibration" in (old := json.loads(path.read_text())):
+            result["calibration"] = old["calibration"]  # solver-independent: keep the last one
         atomic_write_json(path, result)
         return write_markdown(result, args)
     global _clock
