@@ -11,9 +11,9 @@ fusions), layout copies (``copy``/``transpose``/``pad``/``concatenate`` fusions)
 (elementwise / reduction) fusions. Per op the table shows the output shape and the JAX operation
 it came from, so a slow copy can be traced back to the model code. Op durations are wall time on
 a shared machine: read the shares, not the absolute numbers; ops that run concurrently (the
-thunk executor overlaps independent ops) make the summed op time exceed the wall time. The 100 % of "ideal" is the dense
-FLOP count of the part at the float32 rate of a jitted 2048 x 2048 matmul measured in the same
-process just before.
+thunk executor overlaps independent ops) make the summed op time exceed the wall time. The
+100 % of "ideal" is the dense FLOP count of the part at the float32 rate of a jitted
+2048 x 2048 matmul measured in the same process just before.
 
 ``--ab ROUNDS`` adds an A/B of the whole train step (forward, chunked loss, backward, AdamW), the
 linear layers through ``geomopt.lm._model.dense`` (its custom VJP) against plain ``jnp.dot``
