@@ -24,16 +24,17 @@ def test_blocked_matches_library_values_and_grads(T, block):
     def lib(q, k, v):
         return jax.nn.dot_product_attention(q, k, v, is_causal=True)
 
-    ours = jax.value_and_grad(lambda *a: loss(lambda *b: causal_attention(*b, block), *a),
-                              argnums=(0, 1, 2))(q, k, v)  # fmt: skip
-    ref = jax.value_and_grad(lambda *a: loss(lib, *a), argnums=(0, 1, 2))(q, k, v)
+    # jitted: op-by-op execution of the blocked loop and its gradient took 15-30 s per case
+    ours = jax.jit(jax.value_and_grad(lambda *a: loss(lambda *b: causal_attention(*b, block), *a),
+                                      argnums=(0, 1, 2)))(q, k, v)  # fmt: skip
+    ref = jax.jit(jax.value_and_grad(lambda *a: loss(lib, *a), argnums=(0, 1, 2)))(q, k, v)
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-5)
     for a, b in zip(ours[1], ref[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     bf = [x.astype(jnp.bfloat16) for x in (q, k, v)]
-    y = causal_attention(*bf, block)
+    y = jax.jit(causal_attention, static_argnums=3)(*bf, block)
     assert y.dtype == jnp.bfloat16
-    np.testing.assert_allclose(np.asarray(y, np.float32), lib(q, k, v), atol=5e-2)
+    np.testing.assert_allclose(np.asarray(y, np.float32), jax.jit(lib)(q, k, v), atol=5e-2)
 
 
 def test_model_logits_do_not_depend_on_the_block():
