@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import glob
 import gzip
 import json
@@ -40,25 +39,12 @@ import optax
 from flax import nnx
 
 import geomopt.lm._model as model_lib
-from geomopt.lm import GPT2, presets
+from bench_lm import MODEL, measured_matmul_rate  # the same model and rate as bench_lm
+from geomopt.lm import GPT2
 from geomopt.lm._loss import chunked_cross_entropy
 from geomopt.lm._model import Block
 
-MODEL = dataclasses.replace(presets["124M"], dtype="float32", activation="gelu_exact")
 _SKIP = ("$", "ThunkExecutor", "SlinkyThreadPool", "while")
-
-
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-    """FLOP/s of a jitted ``n x n`` float32 matmul (median of ``repeats``)."""
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(lambda x: x @ x)
-    f(a).block_until_ready()
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f(a).block_until_ready()
-        ts.append(time.perf_counter() - t)
-    return 2 * n**3 / statistics.median(ts)
 
 
 def op_table(compiled_text: str) -> dict[str, tuple[str, str]]:
@@ -191,7 +177,7 @@ def main() -> None:
     if args.only_ab:
         ab_dense(cfg, B, T, max(args.ab, 1))
         return
-    rate = matmul_rate()
+    rate = measured_matmul_rate(repeats=5)
     print(
         f"# GPT-2 124M step parts at {B} x {T}, float32; jax {jax.__version__}, "
         f"{jax.devices()[0].platform}; matmul rate {rate / 1e9:.1f} GFLOP/s"
