@@ -44,7 +44,7 @@ from geomopt.lm import GPT2
 from geomopt.lm._loss import chunked_cross_entropy
 from geomopt.lm._model import Block
 
-_SKIP = ("$", "ThunkExecutor", "SlinkyThreadPool", "while")
+_SKIP = ("$", "ThunkExecutor", "SlinkyThreadPool", "PjitFunction", "while")
 
 
 def op_table(compiled_text: str) -> dict[str, tuple[str, str]]:
