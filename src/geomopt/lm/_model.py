@@ -82,11 +82,6 @@ class Linear(nnx.Module):
         return y
 
 
-def _linear(d_in: int, d_out: int, cfg: GPT2Config, std: float, rngs: nnx.Rngs) -> Linear:
-    """A :class:`Linear` layer, float32 parameters, compute in ``cfg.compute_dtype``."""
-    return Linear(d_in, d_out, cfg, std, rngs)
-
-
 def _layernorm(cfg: GPT2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:
     """``nnx.LayerNorm`` as PyTorch's (eps 1e-5, two-pass variance, float32 statistics)."""
     return nnx.LayerNorm(
@@ -147,8 +142,8 @@ class CausalSelfAttention(nnx.Module):
     def __init__(self, cfg: GPT2Config, *, rngs: nnx.Rngs):
         resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
         d = cfg.d_model
-        self.qkv = _linear(d, 3 * d, cfg, 0.02, rngs)
-        self.proj = _linear(d, d, cfg, resid_std, rngs)
+        self.qkv = Linear(d, 3 * d, cfg, 0.02, rngs)
+        self.proj = Linear(d, d, cfg, resid_std, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
         self.n_head = cfg.n_head
         self.attn_block = cfg.attn_block
@@ -184,8 +179,8 @@ class MLP(nnx.Module):
 
     def __init__(self, cfg: GPT2Config, *, rngs: nnx.Rngs):
         resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
-        self.fc = _linear(cfg.d_model, 4 * cfg.d_model, cfg, 0.02, rngs)
-        self.proj = _linear(4 * cfg.d_model, cfg.d_model, cfg, resid_std, rngs)
+        self.fc = Linear(cfg.d_model, 4 * cfg.d_model, cfg, 0.02, rngs)
+        self.proj = Linear(4 * cfg.d_model, cfg.d_model, cfg, resid_std, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
         self.approximate = cfg.activation == "gelu_tanh"
 
