@@ -41,15 +41,18 @@ def test_second_directional_derivative_matches_finite_differences():
     np.testing.assert_allclose(rvv, fd, rtol=1e-5, atol=1e-5 * float(jnp.max(jnp.abs(fd))))
 
 
-def _circle_problem():
-    """Score, endpoints and SLERP start of a 16-waypoint path on the smoothed unit circle."""
+@pytest.fixture(scope="module")
+def circle():
+    """Score, endpoints, SLERP start of a 16-waypoint path on the smoothed unit circle, and the
+    default solver's solution from that start (shared by the tests that vary one LM option)."""
     x0, x1 = np.array([1.0, 0.0]), np.array([-0.6, 0.8])
-    return gfm.ScoreAt(SmoothedCircle(), 0.1), x0, x1, np.asarray(gfm.slerp(x0, x1, 16))
+    with jax.enable_x64(True):  # module scope: outside the per-test x64 fixture
+        score, init = gfm.ScoreAt(SmoothedCircle(), 0.1), np.asarray(gfm.slerp(x0, x1, 16))
+        return score, x0, x1, init, gfm.solve(x0, x1, score=score, n_points=16, init=init)
 
 
-def test_accelerated_and_plain_lm_reach_the_same_solution():
-    score, x0, x1, init = _circle_problem()
-    p_geo, r_geo = gfm.solve(x0, x1, score=score, n_points=16, init=init)
+def test_accelerated_and_plain_lm_reach_the_same_solution(circle):
+    score, x0, x1, init, (p_geo, r_geo) = circle
     p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=16, init=init,
                            lm_options=dict(geodesic=False))  # fmt: skip
     assert r_geo.status == "converged" and r_lm.status == "converged"
@@ -59,9 +62,8 @@ def test_accelerated_and_plain_lm_reach_the_same_solution():
 
 
 @pytest.mark.parametrize("damping", [1e-6, 1.0])
-def test_initial_damping_changes_the_iterates_not_the_solution(damping):
-    score, x0, x1, init = _circle_problem()
-    p_ref, r_ref = gfm.solve(x0, x1, score=score, n_points=16, init=init)
+def test_initial_damping_changes_the_iterates_not_the_solution(circle, damping):
+    score, x0, x1, init, (p_ref, r_ref) = circle
     p, r = gfm.solve(x0, x1, score=score, n_points=16, init=init,
                      lm_options=dict(damping=damping))  # fmt: skip
     assert r.status == "converged" and r_ref.status == "converged"
