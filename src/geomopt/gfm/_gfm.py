@@ -36,7 +36,8 @@ from ._solve import CONVERGED_CODES, METHODS, SolveReport, minimise_path
 __all__ = ["solve", "straight_line", "check_endpoints", "default_tol", "DEFAULT_MAX_ITERS"]
 
 MATRIX_FREE_MIN_D = 256  # gfm.solve(backend="auto") uses the matrix-free LM from this d on
-DEFAULT_MAX_ITERS = {"lm": 200, "gauss_newton": 100, "adam": 1501}
+DEFAULT_MAX_ITERS = {"lm": 200, "gauss_newton": 100, "adam": 1501, "action": 200}
+GFM_METHODS = (*METHODS, "action")
 
 
 def straight_line(x0, x1, n_points: int):
@@ -128,6 +129,18 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
     )
 
     def one(p):
+        if method == "action":
+            # Descend the action (half the budget at most), then polish with LM (see _action).
+            from ._action import descend_action
+
+            s = score if score is not None else jnp.zeros_like
+            budget = jnp.maximum(max_iters // 2, 1)
+            p, _, it1, _ = descend_action(p, s, lam, tol.astype(p.dtype), budget)
+            out = polish(p, jnp.maximum(max_iters - it1, 1))
+            return (out[0], out[1], out[2] + it1, *out[3:])
+        return polish(p, max_iters, method)
+
+    def polish(p, max_iters, method="lm"):
         return minimise_path(
             p,
             local,
@@ -297,10 +310,13 @@ def solve(
         lam: weight of the potential (``>= 0``), passed as an array (no recompilation).
         n_points: waypoints including both endpoints (``>= 3``).
         method: ``"lm"`` (Levenberg-Marquardt, banded), ``"gauss_newton"`` (Newton on the square
-            system, block-tridiagonal Jacobian, line search) or ``"adam"`` (official settings).
+            system, block-tridiagonal Jacobian, line search), ``"action"`` (Euclidean prior
+            only: trust-region Newton descent of the path action, then LM to polish; it reaches
+            minima of the action, where LM also accepts saddles such as paths through a torus's
+            hole, see :mod:`geomopt.gfm._action`) or ``"adam"`` (official settings).
         tol: stop when ``sqrt(mean_i r_i^T G r_i) <= tol``; default :func:`default_tol`.
-        max_iters: iteration cap; default 200 (lm), 100 (gauss_newton), 1501 (adam, the official
-            torus setting).
+        max_iters: iteration cap; default 200 (lm, action: at most half for the descent), 100
+            (gauss_newton), 1501 (adam, the official torus setting).
         init: initial path ``(n_points, d)`` / ``(B, n_points, d)`` with the given endpoints,
             or a name: ``"chord"`` (the straight line, the default), ``"slerp"``
             (:func:`geomopt.gfm.slerp`) or ``"sequential"`` (the official sequential warm
@@ -341,13 +357,18 @@ def solve(
             not finite (the message names the pair and waypoint).
     """
     x0n, x1n = _check_endpoints_host(x0, x1, n_points)
-    if method not in METHODS:
-        raise ValueError(f"method {method!r}: expected one of {METHODS}")
+    if method not in GFM_METHODS:
+        raise ValueError(f"method {method!r}: expected one of {GFM_METHODS}")
     if score is not None and not callable(score):
         raise TypeError(f"score must be a callable x -> s(x), got {type(score).__name__}")
     if metric is not None and not callable(metric):
         raise TypeError(f"metric must be a callable x -> G(x), got {type(metric).__name__}")
     kind = _resolve_kind(residual, metric)
+    if method == "action" and kind != "euclidean":
+        raise ValueError(
+            f"method='action' with residual {kind!r}: the action descent needs the Euclidean "
+            "prior (the residual is then the action's gradient); use method='lm'"
+        )
     lam = _positive("lam", lam, allow_zero=True)
     dtype = x0n.dtype
     batched = x0n.ndim == 2

@@ -1,0 +1,173 @@
+"""Trust-region Newton descent on the path action: GFM's ``method="action"`` (Euclidean prior).
+
+The GFM residual with the Euclidean prior is the gradient of the discrete action::
+
+    S(x) = sum_j 1/2 |x_{j+1} - x_j|^2 / dt^2 + lam sum_i U(x_i)
+    -dS/dx_i = a_i + lam s(x_i) = r_i
+
+(``U = -log p``, ``s = grad log p``). Levenberg-Marquardt drives ``|r|^2`` to zero and accepts any
+Euler-Lagrange solution it meets: on learned torus potentials it converges from the chord to
+solutions that cut through the tube (saddle points of ``S``: the path sits where ``U`` is high)
+and it stops at local minima of ``|r|^2`` that are not solutions. This method instead *descends*
+``S``: the step solves ``(H + m I) delta = r`` with ``H = -sym(J)`` (the action's Hessian,
+block-tridiagonal: ``2/dt^2 I - lam sym(grad s(x_i))`` on the diagonal, ``-1/dt^2 I`` off it),
+``m >= mu`` raised until the block Cholesky factorisation of ``H + m I`` succeeds (so the step
+is a descent direction for ``S`` even where ``U`` is concave), and the step is accepted when the
+action falls by a fraction of the quadratic model's prediction; ``mu`` follows Nielsen's update.
+Stationary points it can reach are minima of ``S`` (stable, on-support paths), not saddles.
+
+The potential is known only through its score, so the change of ``lam sum U`` along a step is
+the line integral ``-lam sum_i int_0^1 s(x_i + t delta_i) . delta_i dt`` (3-point
+Gauss-Legendre) and the kinetic change is computed from the step (no cancellation). This is
+**approximate for a learned score**: a denoiser's score is not exactly a gradient (on the torus
+denoiser the antisymmetric part of its tangential Jacobian is 2 % of the symmetric part at sigma
+0.5 and 20-30 % at sigma <= 0.1), so the "action" is then path-dependent and ``sym(J)`` is not the
+residual's Jacobian, which slows the final convergence to linear. The descent therefore hands
+over to Levenberg-Marquardt (:func:`geomopt.gfm._solve.minimise_path`) once the residual has
+fallen by ``handover`` (default 1e-4) relative to the start, or when the descent stalls or uses
+half the iteration budget; LM then converges to the solution next to the descent's path.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import solve_triangular
+
+from ._solve import RUNNING, _rms
+
+__all__ = ["descend_action"]
+
+# 3-point Gauss-Legendre rule on [0, 1] (exact for polynomials of degree 5)
+_GL_T = (0.5 - np.sqrt(15.0) / 10.0, 0.5, 0.5 + np.sqrt(15.0) / 10.0)
+_GL_W = (5.0 / 18.0, 8.0 / 18.0, 5.0 / 18.0)
+
+
+def _block_cholesky_solve(diag, off, rhs):
+    """Solve ``A x = rhs`` for SPD block-tridiagonal ``A`` (``diag`` (n, d, d), ``off`` (n-1, d, d)
+    with ``off[i] = A[i, i+1]``) by block Cholesky. Returns ``(x, ok)``; ``ok`` is False when a
+    Schur complement is not positive definite (then ``x`` is not finite)."""
+    lower = lambda a, b: solve_triangular(a, b, lower=True)  # noqa: E731
+
+    def fwd(carry, inp):
+        l_prev, w_prev_rhs = carry
+        d_i, u_prev, b_i = inp
+        w = lower(l_prev, u_prev)  # L_{i-1}^{-1} A[i-1, i]
+        s = d_i - w.T @ w
+        l_i = jnp.linalg.cholesky(s)
+        y = lower(l_i, b_i - w.T @ w_prev_rhs)
+        return (l_i, y), (l_i, w, y)
+
+    l0 = jnp.linalg.cholesky(diag[0])
+    y0 = lower(l0, rhs[0])
+    _, (ls, ws, ys) = jax.lax.scan(fwd, (l0, y0), (diag[1:], off, rhs[1:]))
+    ls = jnp.concatenate([l0[None], ls])
+    ys = jnp.concatenate([y0[None], ys])
+
+    def bwd(x_next, inp):
+        l_i, w_next, y_i = inp
+        x = solve_triangular(l_i.T, y_i - w_next @ x_next, lower=False)
+        return x, x
+
+    x_last = solve_triangular(ls[-1].T, ys[-1], lower=False)
+    _, xs = jax.lax.scan(bwd, x_last, (ls[:-1], ws, ys[:-1]), reverse=True)
+    x = jnp.concatenate([xs, x_last[None]])
+    return x, jnp.all(jnp.isfinite(x))
+
+
+def descend_action(path0, score, lam, tol, max_iters, handover=1e-4, damping=1e-3):
+    """Trust-region Newton descent of the discrete action from ``path0`` (K, d) (see the module
+    doc); traceable. Stops when the residual RMS is ``<= tol`` (code 0), ``<= handover`` times
+    its initial value (code 1: hand over), when no step lowers the action (code 4) or the steps
+    become negligible (code 3), or after ``max_iters`` iterations (code 1). Returns
+    ``(path, rms, iterations, code)``; the path is always finite."""
+    k, d = path0.shape
+    dtype = path0.dtype
+    dt = 1.0 / (k - 1)
+    inv_dt2 = jnp.asarray(1.0 / dt**2, dtype)
+    eye = jnp.eye(d, dtype=dtype)
+    off = jnp.broadcast_to(-inv_dt2 * eye, (k - 3, d, d))
+    xtol = 100.0 * jnp.finfo(dtype).eps
+    jac_s = jax.vmap(jax.jacfwd(score))
+    score_v = jax.vmap(score)
+
+    def residual(path):
+        acc = (path[2:] - 2.0 * path[1:-1] + path[:-2]) * inv_dt2
+        return acc + lam * score_v(path[1:-1])
+
+    def hessian_diag(path):
+        js = jac_s(path[1:-1])
+        return 2.0 * inv_dt2 * eye[None] - lam * 0.5 * (js + jnp.swapaxes(js, 1, 2))
+
+    def action_change(path, delta):
+        """``S(path + step) - S(path)`` with ``delta`` the interior step (K-2, d)."""
+        full = jnp.zeros_like(path).at[1:-1].set(delta)
+        seg, dseg = path[1:] - path[:-1], full[1:] - full[:-1]
+        kinetic = jnp.sum(dseg * (seg + 0.5 * dseg)) * inv_dt2
+        work = sum(
+            w * jnp.sum(score_v(path[1:-1] + t * delta) * delta)
+            for t, w in zip(_GL_T, _GL_W, strict=True)
+        )
+        return kinetic - lam * work
+
+    def shifted_solve(hd, r, mu):
+        """Smallest shift ``m = mu + tau`` (tau doubling from 0) with ``H + m I`` SPD."""
+        scale = jnp.max(jnp.abs(jnp.diagonal(hd, axis1=1, axis2=2)))
+
+        def cond(c):
+            return ~c[2] & (c[0] < 1e30 * scale)
+
+        def body(c):
+            tau, _, _ = c
+            x, ok = _block_cholesky_solve(hd + (mu + tau) * eye[None], off, r)
+            nxt = jnp.where(ok, tau, jnp.maximum(2.0 * tau, 1e-3 * scale))
+            return nxt, x, ok
+
+        start = (jnp.zeros((), dtype), jnp.zeros_like(r), False)
+        _, x, ok = jax.lax.while_loop(cond, body, start)
+        return x, ok
+
+    r0 = residual(path0)
+    hd0 = hessian_diag(path0)
+    rms0 = _rms(r0)
+    mu0 = damping * jnp.max(jnp.abs(jnp.diagonal(hd0, axis1=1, axis2=2)))
+    state0 = (path0, r0, hd0, mu0, jnp.asarray(2.0, dtype), jnp.asarray(0), jnp.asarray(RUNNING))
+
+    def cond(s):
+        return s[-1] == RUNNING
+
+    def body(s):
+        path, r, hd, mu, nu, it, _ = s
+        delta, ok_solve = shifted_solve(hd, r, mu)
+        delta = jnp.where(ok_solve, delta, 0.0)
+        # quadratic model of the action change: -r.delta + 1/2 delta^T H delta
+        h_delta = jnp.einsum("kij,kj->ki", hd, delta)
+        h_delta = h_delta.at[1:].add(-inv_dt2 * delta[:-1]).at[:-1].add(-inv_dt2 * delta[1:])
+        pred = -jnp.sum(r * delta) + 0.5 * jnp.sum(delta * h_delta)
+        actual = action_change(path, delta)
+        rho = actual / pred
+        trial = path.at[1:-1].add(delta)
+        r_t = residual(trial)
+        ok = ok_solve & (pred < 0) & (rho > 1e-4) & jnp.isfinite(actual)
+        ok = ok & jnp.all(jnp.isfinite(trial)) & jnp.all(jnp.isfinite(r_t))
+        hd_t = jax.lax.cond(ok, lambda: hessian_diag(trial), lambda: hd)
+        ok = ok & jnp.all(jnp.isfinite(hd_t))
+        sel = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
+        path_n, r_n, hd_n = sel(trial, path), sel(r_t, r), sel(hd_t, hd)
+        mu_n = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
+        nu_n = jnp.where(ok, 2.0, 2.0 * nu)
+        it_n = it + 1
+        rms = _rms(r_n)
+        small = ok & (jnp.max(jnp.abs(delta)) <= xtol * (jnp.max(jnp.abs(path)) + xtol))
+        code = jnp.where(rms <= tol, 0, RUNNING)
+        code = jnp.where((code == RUNNING) & (rms <= handover * rms0), 1, code)
+        code = jnp.where((code == RUNNING) & small, 3, code)
+        code = jnp.where((code == RUNNING) & (mu_n > 1e30), 4, code)
+        code = jnp.where((code == RUNNING) & (it_n >= max_iters), 1, code)
+        return (path_n, r_n, hd_n, mu_n, nu_n, it_n, code)
+
+    start_code = jnp.where(rms0 <= tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
+    state0 = (*state0[:-1], start_code)
+    path, r, _, _, _, it, code = jax.lax.while_loop(cond, body, state0)
+    return path, _rms(r), it, code
