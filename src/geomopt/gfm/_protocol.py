@@ -110,19 +110,23 @@ def solve_method(
     init: str = "denoised",
     fitted: dict | None = None,
     adam: dict | None = None,
+    solver: str = "action",
 ) -> dict:
     """Solve all pairs with one method; returns ``paths`` (B, K, d), per-pair ``status``,
     ``code``, ``iterations`` and the whole batch's ``seconds`` (compilation included).
 
     ``init`` applies to GFM (the baselines start where the official code starts them);
     ``fitted`` holds the fitted ``rbf`` / ``land`` metrics; ``adam`` overrides the official
-    Adam settings of GFM (``lr``, ``clip``, ``iters``)."""
+    Adam settings of GFM (``lr``, ``clip``, ``iters``); ``solver`` is ``gfm.solve``'s method for
+    ``"gfm"`` (``"action"``: descent of the path action, then LM; or ``"lm"``)."""
     b = len(x0)
     score = ScoreAt(model, sigma)
     t0 = time.perf_counter()
     if method in ("gfm", "gfm_adam"):
         path0 = initial_paths(init, x0, x1, n_points, model=model)
-        kw = {}
+        if solver not in ("action", "lm"):
+            raise ValueError(f"solver {solver!r}: expected 'action' or 'lm'")
+        kw = dict(method=solver)
         if method == "gfm_adam":
             a = {"lr": 1e-3, "clip": 10.0, "iters": 1501, **(adam or {})}
             kw = dict(method="adam", lr=a["lr"], clip=a["clip"], max_iters=a["iters"])

@@ -39,6 +39,10 @@ class PathsConfig:
     gfm_inits: tuple[str, ...] = ("denoised", "chord", "slerp")
     """GFM initial paths (denoised: the chord's waypoints moved onto the support by the
     denoiser's PF-ODE from sigma 0.5; chord; slerp). The first one is the headline's gfm."""
+    gfm_solver: Literal["action", "lm"] = "action"
+    """GFM's solver: "action" (trust-region descent of the path action, then LM: it reaches
+    minima of the action) or "lm" (Levenberg-Marquardt on the residual alone, which also
+    converges to saddles such as paths through the torus's hole)."""
     potential: Literal["trained", "analytic"] = "trained"
     """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
     denoiser: DenoiserSpec = QUICK_DENOISER
@@ -170,7 +174,7 @@ def run(cfg: PathsConfig, run: Run) -> dict[str, float]:
                     bar.set_description(f"{name}, seed {seed}, {key}")
                     out = solve_method(
                         method, x0, x1, model=model, sigma=cfg.sigma, lam=cfg.lam,
-                        n_points=cfg.n_points, init=init, fitted=fitted,
+                        n_points=cfg.n_points, init=init, fitted=fitted, solver=cfg.gfm_solver,
                     )  # fmt: skip
                     ev = evaluate(
                         out["paths"], manifold=manifold, model=model, sigma=cfg.sigma,

@@ -35,6 +35,10 @@ class SigmaSweepConfig:
     """Sigma-dependent methods (rbf / land / linear do not use the score)."""
     gfm_init: str = "denoised"
     """GFM's initial path: denoised, chord or slerp (see gfm/paths)."""
+    gfm_solver: Literal["action", "lm"] = "action"
+    """GFM's solver: "action" (trust-region descent of the path action, then LM: it reaches
+    minima of the action) or "lm" (Levenberg-Marquardt on the residual alone, which also
+    converges to saddles such as paths through the torus's hole)."""
     potential: Literal["trained", "analytic"] = "trained"
     """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
     denoiser: DenoiserSpec = QUICK_DENOISER
@@ -63,6 +67,8 @@ def check_common(cfg) -> None:
             raise ValueError(f"{n}={v!r}: expected a finite number > 0")
     if cfg.lam < 0:
         raise ValueError(f"lam={cfg.lam!r}: expected >= 0")
+    if getattr(cfg, "gfm_solver", "action") not in ("action", "lm"):
+        raise ValueError(f"gfm_solver={cfg.gfm_solver!r}: expected 'action' or 'lm'")
     if isinstance(cfg.n_points, bool) or not isinstance(cfg.n_points, int) or cfg.n_points < 4:
         raise ValueError(f"n_points={cfg.n_points!r}: expected an integer >= 4")
 
@@ -105,7 +111,7 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
                 bar.set_description(f"sigma={sigma:g}, {method}")
                 out = solve_method(
                     method, x0, x1, model=model, sigma=sigma, lam=cfg.lam,
-                    n_points=cfg.n_points, init=cfg.gfm_init,
+                    n_points=cfg.n_points, init=cfg.gfm_init, solver=cfg.gfm_solver,
                 )  # fmt: skip
                 ev = evaluate(
                     out["paths"], manifold=manifold, model=model, sigma=sigma, lam=cfg.lam,
