@@ -136,11 +136,14 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             s = score if score is not None else jnp.zeros_like
             budget = jnp.maximum(max_iters // 2, 1)
             p, _, it1, _ = descend_action(p, s, lam, tol.astype(p.dtype), budget)
-            out = polish(p, jnp.maximum(max_iters - it1, 1))
+            # The descent hands over near a solution (Newton region): LM starts almost
+            # undamped there (1e-9 max diag(J^T J) instead of 1e-3: 1 polishing iteration
+            # instead of ~7 on the torus pairs), unless lm_options sets the damping.
+            out = polish(p, jnp.maximum(max_iters - it1, 1), defaults={"damping": 1e-9})
             return (out[0], out[1], out[2] + it1, *out[3:])
         return polish(p, max_iters, method)
 
-    def polish(p, max_iters, method="lm"):
+    def polish(p, max_iters, method="lm", defaults=None):
         return minimise_path(
             p,
             local,
@@ -154,7 +157,7 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             eps=eps.astype(p.dtype),
             reduce="mean",
             diagnostics=True,
-            lm_options=dict(lm_opts),
+            lm_options={**(defaults or {}), **dict(lm_opts)},
             branches=path0.shape[0] == 1,
         )
 
