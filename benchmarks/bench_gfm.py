@@ -293,10 +293,10 @@ def run_pairs(args, den, torus):
     out = {"inits": {}, "pairs": args.pairs, "n_points": k}
     for name, init in inits.items():
         row = {}
-        for solver in ("lm", "lm_continuation"):
+        for solver in ("lm", "lm_continuation", "action"):
             t0 = time.perf_counter()
-            if solver == "lm":
-                path, rep = gfm.solve(x0, x1, score=score, n_points=k, init=init)
+            if solver in ("lm", "action"):
+                path, rep = gfm.solve(x0, x1, score=score, n_points=k, init=init, method=solver)
             else:
                 path, reps = gfm.solve_continuation(
                     x0, x1, model=den, sigmas=args.continuation, n_points=k, init=init
@@ -330,6 +330,18 @@ def run_pairs(args, den, torus):
     )
     t_lm_full, (p_full, r_full) = median_time(args.repeats, partial(gfm.solve, x0, x1, **kw))
     lm_err = float(np.mean(gfm.path_validity(p_full, manifold=torus)["distance_mean"]))
+    # The action descent (method="action"): (a) to the residual target, (b) from the chord to
+    # convergence, its error against Adam's error curve.
+    t_act, (_, r_act) = median_time(
+        args.repeats, partial(gfm.solve, x0, x1, tol=target, method="action", **kw)
+    )
+    t_act_full, (p_act, r_act_full) = median_time(
+        args.repeats, partial(gfm.solve, x0, x1, method="action", **kw)
+    )
+    act_err_pp = np.asarray(gfm.path_validity(p_act, manifold=torus)["distance_mean"])
+    act_err = float(np.mean(act_err_pp))
+    act_target = max(float(err_b[-1]), act_err)
+    j_act = first_reaching(err_b, act_target)
 
     # (b) LM from the chord projected onto the learned support with the denoiser, then
     # continuation in sigma to a converged EL solution: the start that needs no coordinates
@@ -373,7 +385,18 @@ def run_pairs(args, den, torus):
         lm_from_adam_error=float(np.mean(err_pol)),
         lm_from_adam_error_per_pair=err_pol.tolist(), lm_error_per_pair=err_own.tolist(),
         lm_vs_polished_adam_max_apart=apart.tolist(),
+        action_seconds=t_act, action_status=[str(x) for x in r_act.status],
+        action_iterations=np.asarray(r_act.iterations).tolist(),
+        action_converged_seconds=t_act_full,
+        action_converged=float(np.mean(r_act_full.converged)),
+        action_iterations_full=np.asarray(r_act_full.iterations).tolist(),
+        action_error=act_err, action_error_per_pair=act_err_pp.tolist(),
+        action_error_target=act_target, adam_action_error_iterations=j_act,
+        adam_action_error_seconds=None if j_act is None else t_adam * j_act / args.adam_iters,
+        action_vs_polished_adam_max_apart=np.max(
+            np.linalg.norm(np.asarray(p_pol) - np.asarray(p_act), axis=-1), axis=-1).tolist(),
         memory_bytes=dict(lm=memory(score, None, k, "lm", init),
+                          action=memory(score, None, k, "action", init),
                           adam=memory(score, None, k, "adam", init, lr=0.05,
                                       max_iters=args.adam_iters)),
     )  # fmt: skip
@@ -403,7 +426,9 @@ def main(args: Args):
         return write_markdown(json.loads(path.read_text()), args)
     if args.part == "merge":
         result = json.loads(part_path("abc").read_text())
-        result["pairs"] = json.loads(part_path("pairs").read_text())["pairs"]
+        pairs = json.loads(part_path("pairs").read_text())
+        result["pairs"] = pairs["pairs"]
+        result["pairs_run"] = dict(date=pairs.get("date"), load_average=pairs["load_average"])
         if part_path("calibration").exists():
             result["calibration"] = json.loads(part_path("calibration").read_text())["calibration"]
         elif path.exists() and "calibration" in (old := json.loads(path.read_text())):
@@ -478,19 +503,30 @@ def write_markdown(res, args):
         "",
         f"## {p['pairs']} random on-surface pairs (Euclidean prior, {p['n_points']} waypoints)",
         "",
+    ]
+    if "pairs_run" in res:
+        pr = res["pairs_run"]
+        lines += [
+            f"(The pairs part ran on its own: {pr['date']}, load average "
+            f"{pr['load_average']:.1f}.)",
+            "",
+        ]
+    lines += [
         f"Fraction of pairs that converge / end on the surface (max distance <= "
         f"{res['args']['on_surface']}) / both.",
         "",
-        "| initialisation | LM | LM + continuation |",
-        "|---|---:|---:|",
+        "| initialisation | LM | LM + continuation | action descent + LM |",
+        "|---|---:|---:|---:|",
     ]
     for name, row in p["inits"].items():
         cells = [
             f"{row[s]['converged']:.2f} / {row[s]['on_surface']:.2f} / "
             f"{row[s]['converged_on_surface']:.2f}"
-            for s in ("lm", "lm_continuation")
+            if s in row
+            else "—"
+            for s in ("lm", "lm_continuation", "action")
         ]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
     clock = res["args"].get("clock", "wall")
     sched = res["args"].get("speed_continuation", res["args"]["continuation"])
     lines += [
@@ -549,6 +585,19 @@ def write_markdown(res, args):
         f"{_ratio(s['adam_error_seconds'], s['lm_error_seconds'])} | "
         f"{s['memory_bytes']['lm'] / 1e6:.2f} / {s['memory_bytes']['adam'] / 1e6:.2f} MB |"
     )
+    if "action_seconds" in s:
+        conv_a = "converged" if all(x == "converged" for x in s["action_status"]) else "not all"
+        lines.append(
+            f'| {p["pairs"]} pairs, chord start, `method="action"` | '
+            f"{s['residual_target']:.3g} | {_fmt_t(s['adam_seconds'])} ({s['adam_iterations']}) "
+            f"| {_fmt_t(s['action_seconds'])} ({conv_a}) | — | — | — | "
+            f"{_ratio(s['adam_seconds'], s['action_seconds'])} | {s['action_error_target']:.4f} | "
+            f"{_fmt_t(s['adam_action_error_seconds'])} ({s['adam_action_error_iterations']}) | "
+            f"{_fmt_t(s['action_converged_seconds'])} (action from the chord, to convergence, "
+            f"error {s['action_error']:.4f}) | "
+            f"{_ratio(s['adam_action_error_seconds'], s['action_converged_seconds'])} | "
+            f"{s['memory_bytes']['action'] / 1e6:.2f} / {s['memory_bytes']['adam'] / 1e6:.2f} MB |"
+        )
     lines += ["", "LM iterations to the residual target (a), per continuation level:", ""]
     for r in res["abc"]:
         a = r["speed_residual"]
@@ -582,6 +631,17 @@ def write_markdown(res, args):
                 if np.any(apart > 0.05)
                 else "."
             ),
+        ]
+    if "action_error" in s:
+        apart = np.asarray(s["action_vs_polished_adam_max_apart"])
+        lines += [
+            "",
+            f'Action descent + LM from the chord (`gfm.solve(method="action")`): converged '
+            f"fraction {s['action_converged']:.2f}, mean manifold error {s['action_error']:.4f}; "
+            f"its paths lie more than 0.05 from LM's polish of Adam's final paths for "
+            f"{int(np.sum(apart > 0.05))} of {apart.size} pairs (largest gap {apart.max():.2g}). "
+            "The action method applies to the Euclidean prior only, so runs A/B/C (metric "
+            "prior) have no action row.",
         ]
     if "calibration" in res:
         lines += [
