@@ -219,6 +219,9 @@ def run_abc(args, den, torus):
         akw = dict(method="adam", lr=lr, eps=1e-8, clip=10.0, max_iters=args.adam_iters,
                    tol=1e-30, **kw)  # fmt: skip
         t_adam, (p_adam, r_adam) = median_time(args.repeats, partial(gfm.solve, x0, x1, **akw))
+        t_act, (p_act, r_act) = median_time(
+            args.repeats, partial(gfm.solve, x0, x1, method="action", **kw)
+        )
         res_traj, err_traj = adam_trajectory(init, score, metric, lr, args.adam_iters, torus)
         res_traj, err_traj = res_traj[0], err_traj[0]
         row = dict(
@@ -228,6 +231,7 @@ def run_abc(args, den, torus):
             | dict(seconds=t_c, iterations_total=int(sum(int(r.iterations) for r in reps_c)),
                    statuses=[str(r.status) for r in reps_c]),
             adam=describe(p_adam, r_adam, torus, den) | dict(seconds=t_adam),
+            action=describe(p_act, r_act, torus, den) | dict(seconds=t_act),
         )  # fmt: skip
         # (a) the smallest residual Adam reaches in its budget, and LM's time to it.
         target = float(np.min(res_traj))
@@ -244,7 +248,12 @@ def run_abc(args, den, torus):
         t_c_a2, out_c2 = median_time(
             args.repeats, partial(gfm.solve_continuation, x0, x1, **speed_kw, tol=target, **flat)
         )
+        t_act_a, out_act = median_time(
+            args.repeats, partial(gfm.solve, x0, x1, **kw, tol=target, method="action")
+        )
         row["speed_residual"] = dict(
+            action_status=str(out_act[1].status), action_seconds=t_act_a,
+            action_iterations=int(out_act[1].iterations),
             target=target, adam_iterations=j_adam,
             adam_seconds=t_adam * j_adam / args.adam_iters,
             adam_reaches_lm_residual=bool(np.min(res_traj) <= float(r_c.residual)),
@@ -270,6 +279,7 @@ def run_abc(args, den, torus):
         )  # fmt: skip
         row["memory_bytes"] = dict(
             lm=memory(score, metric, k, "lm", init),
+            action=memory(score, metric, k, "action", init),
             adam=memory(score, metric, k, "adam", init, lr=lr, max_iters=args.adam_iters),
         )
         print(json.dumps(row), flush=True)
@@ -490,7 +500,10 @@ def write_markdown(res, args):
     ]
     for r in res["abc"]:
         for solver, label in (("lm", "LM"), ("lm_continuation", "LM + continuation"),
+                              ("action", "action descent + LM"),
                               ("adam", "Adam (official)")):  # fmt: skip
+            if solver not in r:
+                continue
             d = r[solver]
             its = d.get("iterations_total", d["iterations"][0])
             lines.append(
@@ -543,15 +556,17 @@ def write_markdown(res, args):
         "acceleration off; cont. = continuation in sigma (for (a): sigma "
         f"{' -> '.join(str(x) for x in sched)}"
         ", every level to the target; for (b): the robustness table's schedule); the ratio uses "
-        "the fastest LM configuration that reached the target (named).",
+        "the fastest configuration (action descent + LM, or LM) that reached the target (named).",
         "",
-        "| problem | (a) target | Adam (its.) | LM | LM + cont. | LM-flat | LM-flat + cont. "
-        "| ratio (a) | (b) target | Adam (its.) | LM | ratio (b) | peak memory LM / Adam |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| problem | (a) target | Adam (its.) | action | LM | LM + cont. | LM-flat "
+        "| LM-flat + cont. | ratio (a) | (b) target | Adam (its.) | LM | ratio (b) "
+        "| peak memory LM / Adam |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["abc"]:
         a, b, mem = r["speed_residual"], r["speed_error"], r["memory_bytes"]
-        cands = [(a["lm_seconds"], a["lm_status"], "LM"),
+        cands = [(a.get("action_seconds"), a.get("action_status"), "action"),
+                 (a["lm_seconds"], a["lm_status"], "LM"),
                  (a["lm_continuation_seconds"], a["lm_continuation_status"], "LM + cont."),
                  (a.get("lm_nogeo_seconds"), a.get("lm_nogeo_status"), "LM-flat"),
                  (a.get("lm_continuation_nogeo_seconds"), a.get("lm_continuation_nogeo_status"),
@@ -576,7 +591,8 @@ def write_markdown(res, args):
     best = min(s["lm_seconds"], s.get("lm_nogeo_seconds") or np.inf)
     lines.append(
         f"| {p['pairs']} pairs, chord start | {s['residual_target']:.3g} | "
-        f"{_fmt_t(s['adam_seconds'])} ({s['adam_iterations']}) | {_fmt_t(s['lm_seconds'])} "
+        f"{_fmt_t(s['adam_seconds'])} ({s['adam_iterations']}) | (next row) | "
+        f"{_fmt_t(s['lm_seconds'])} "
         f"({conv}) | — | {_fmt_t(s.get('lm_nogeo_seconds'))} ({conv2}) | — | "
         f"{_ratio(s['adam_seconds'], best)} | {s['error_target']:.3f} | "
         f"{_fmt_t(s['adam_error_seconds'])} ({s['adam_error_iterations']}) | "
@@ -590,7 +606,7 @@ def write_markdown(res, args):
         lines.append(
             f'| {p["pairs"]} pairs, chord start, `method="action"` | '
             f"{s['residual_target']:.3g} | {_fmt_t(s['adam_seconds'])} ({s['adam_iterations']}) "
-            f"| {_fmt_t(s['action_seconds'])} ({conv_a}) | — | — | — | "
+            f"| {_fmt_t(s['action_seconds'])} ({conv_a}) | — | — | — | — | "
             f"{_ratio(s['adam_seconds'], s['action_seconds'])} | {s['action_error_target']:.4f} | "
             f"{_fmt_t(s['adam_action_error_seconds'])} ({s['adam_action_error_iterations']}) | "
             f"{_fmt_t(s['action_converged_seconds'])} (action from the chord, to convergence, "

@@ -114,41 +114,66 @@ def _block_cholesky_solve(diag, off, rhs):
     return x, jnp.all(jnp.isfinite(x))
 
 
-def descend_action(path0, score, lam, tol, max_iters, handover=1e-4, damping=1e-3):
+def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4, damping=1e-3):
     """Trust-region Newton descent of the discrete action from ``path0`` (K, d) (see the module
-    doc); traceable. Stops when the residual RMS is ``<= tol`` (code 0), ``<= handover`` times
-    its initial value (code 1: hand over), when no step lowers the action (code 4) or the steps
-    become negligible (code 3), or after ``max_iters`` iterations (code 1). Returns
-    ``(path, rms, iterations, code)``; the path is always finite."""
+    doc); traceable. ``metric=None`` is the Euclidean prior; otherwise the kinetic term is the
+    midpoint rule ``1/2 dx^T G((x_j + x_{j+1}) / 2) dx / dt^2`` with its gradient and Hessian
+    blocks by autodiff. Stops when the RMS of the action's gradient is ``<= tol`` (code 0),
+    ``<= handover`` times its initial value (code 1: hand over), when no step lowers the action
+    (code 4) or the steps become negligible (code 3), or after ``max_iters`` iterations (code
+    1). Returns ``(path, rms, iterations, code)``; the path is always finite."""
     k, d = path0.shape
     dtype = path0.dtype
     dt = 1.0 / (k - 1)
     inv_dt2 = jnp.asarray(1.0 / dt**2, dtype)
     eye = jnp.eye(d, dtype=dtype)
-    off = jnp.broadcast_to(-inv_dt2 * eye, (k - 3, d, d))
     xtol = 100.0 * jnp.finfo(dtype).eps
     # the score and its Jacobian at every interior waypoint from one forward-mode pass
     lin = jax.vmap(jax.jacfwd(lambda x: (score(x), score(x)), has_aux=True))
     score_v = jax.vmap(score)
 
+    def segment(xa, xb):
+        dx = xb - xa
+        return 0.5 * dx @ (metric(0.5 * (xa + xb)) @ dx) * inv_dt2
+
+    seg_grad = jax.vmap(jax.grad(segment, argnums=(0, 1)))
+    seg_hess = jax.vmap(jax.hessian(segment, argnums=(0, 1)))
+
+    def kinetic_parts(path):
+        """Gradient (K-2, d) and Hessian blocks (diagonal (K-2, d, d), upper (K-3, d, d)) of the
+        kinetic term with respect to the interior waypoints."""
+        if metric is None:
+            grad = -(path[2:] - 2.0 * path[1:-1] + path[:-2]) * inv_dt2
+            diag = jnp.broadcast_to(2.0 * inv_dt2 * eye, (k - 2, d, d))
+            return grad, diag, jnp.broadcast_to(-inv_dt2 * eye, (k - 3, d, d))
+        ga, gb = seg_grad(path[:-1], path[1:])
+        (haa, hab), (_, hbb) = seg_hess(path[:-1], path[1:])
+        return gb[:-1] + ga[1:], hbb[:-1] + haa[1:], hab[1:-1]
+
     def linearise(path):
-        """Score ``s`` (K-2, d), residual and the diagonal blocks of ``H`` at ``path``."""
+        """Score ``s`` (K-2, d), the residual ``-grad S`` and the blocks of ``H`` at ``path``."""
         js, sc = lin(path[1:-1])
-        acc = (path[2:] - 2.0 * path[1:-1] + path[:-2]) * inv_dt2
-        hd = 2.0 * inv_dt2 * eye[None] - lam * 0.5 * (js + jnp.swapaxes(js, 1, 2))
-        return sc, acc + lam * sc, hd
+        g_kin, hd_kin, off = kinetic_parts(path)
+        hd = hd_kin - lam * 0.5 * (js + jnp.swapaxes(js, 1, 2))
+        return sc, lam * sc - g_kin, hd, off
 
     def action_change(path, delta, s0, s1):
         """``S(path + step) - S(path)`` for the interior step ``delta`` (K-2, d), with the score
         ``s0`` / ``s1`` at the path and at the trial (Simpson's rule for the potential)."""
         full = jnp.zeros_like(path).at[1:-1].set(delta)
-        seg, dseg = path[1:] - path[:-1], full[1:] - full[:-1]
-        kinetic = jnp.sum(dseg * (seg + 0.5 * dseg)) * inv_dt2
+        if metric is None:  # exact, without the cancellation of a difference of sums
+            seg, dseg = path[1:] - path[:-1], full[1:] - full[:-1]
+            kinetic = jnp.sum(dseg * (seg + 0.5 * dseg)) * inv_dt2
+        else:
+            new = path + full
+            kinetic = jnp.sum(jax.vmap(segment)(new[:-1], new[1:])) - jnp.sum(
+                jax.vmap(segment)(path[:-1], path[1:])
+            )
         s_mid = score_v(path[1:-1] + 0.5 * delta)
         work = jnp.sum((s0 + 4.0 * s_mid + s1) * delta) / 6.0
         return kinetic - lam * work
 
-    def shifted_solve(hd, r, mu):
+    def shifted_solve(hd, off, r, mu):
         """Smallest shift ``m = mu + tau`` (tau doubling from 0) with ``H + m I`` SPD."""
         scale = jnp.max(jnp.abs(jnp.diagonal(hd, axis1=1, axis2=2)))
 
@@ -165,32 +190,33 @@ def descend_action(path0, score, lam, tol, max_iters, handover=1e-4, damping=1e-
         _, x, ok = jax.lax.while_loop(cond, body, start)
         return x, ok
 
-    s0, r0, hd0 = linearise(path0)
+    s0, r0, hd0, off0 = linearise(path0)
     rms0 = _rms(r0)
     mu0 = damping * jnp.max(jnp.abs(jnp.diagonal(hd0, axis1=1, axis2=2)))
     two, zero = jnp.asarray(2.0, dtype), jnp.asarray(0)
-    state0 = (path0, s0, r0, hd0, mu0, two, zero, jnp.asarray(RUNNING))
+    state0 = (path0, s0, r0, (hd0, off0), mu0, two, zero, jnp.asarray(RUNNING))
 
     def cond(s):
         return s[-1] == RUNNING
 
     def body(state):
-        path, sc, r, hd, mu, nu, it, _ = state
-        delta, ok_solve = shifted_solve(hd, r, mu)
+        path, sc, r, (hd, off), mu, nu, it, _ = state
+        delta, ok_solve = shifted_solve(hd, off, r, mu)
         delta = jnp.where(ok_solve, delta, 0.0)
         # quadratic model of the action change: -r.delta + 1/2 delta^T H delta
         h_delta = jnp.einsum("kij,kj->ki", hd, delta)
-        h_delta = h_delta.at[1:].add(-inv_dt2 * delta[:-1]).at[:-1].add(-inv_dt2 * delta[1:])
+        h_delta = h_delta.at[:-1].add(jnp.einsum("kij,kj->ki", off, delta[1:]))
+        h_delta = h_delta.at[1:].add(jnp.einsum("kji,kj->ki", off, delta[:-1]))
         pred = -jnp.sum(r * delta) + 0.5 * jnp.sum(delta * h_delta)
         trial = path.at[1:-1].add(delta)
-        sc_t, r_t, hd_t = linearise(trial)
+        sc_t, r_t, hd_t, off_t = linearise(trial)
         actual = action_change(path, delta, sc, sc_t)
         rho = actual / pred
         ok = ok_solve & (pred < 0) & (rho > 1e-4) & jnp.isfinite(actual)
         ok = ok & jnp.all(jnp.isfinite(trial)) & jnp.all(jnp.isfinite(r_t))
-        ok = ok & jnp.all(jnp.isfinite(hd_t))
-        sel = lambda a, b: jnp.where(ok, a, b)  # noqa: E731
-        path_n, sc_n, r_n, hd_n = sel(trial, path), sel(sc_t, sc), sel(r_t, r), sel(hd_t, hd)
+        ok = ok & jnp.all(jnp.isfinite(hd_t)) & jnp.all(jnp.isfinite(off_t))
+        sel = lambda a, b: jax.tree.map(lambda p, q: jnp.where(ok, p, q), a, b)  # noqa: E731
+        path_n, sc_n, r_n, h_n = sel((trial, sc_t, r_t, (hd_t, off_t)), (path, sc, r, (hd, off)))
         mu_n = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
         nu_n = jnp.where(ok, 2.0, 2.0 * nu)
         it_n = it + 1
@@ -201,7 +227,7 @@ def descend_action(path0, score, lam, tol, max_iters, handover=1e-4, damping=1e-
         code = jnp.where((code == RUNNING) & small, 3, code)
         code = jnp.where((code == RUNNING) & (mu_n > 1e30), 4, code)
         code = jnp.where((code == RUNNING) & (it_n >= max_iters), 1, code)
-        return (path_n, sc_n, r_n, hd_n, mu_n, nu_n, it_n, code)
+        return (path_n, sc_n, r_n, h_n, mu_n, nu_n, it_n, code)
 
     start_code = jnp.where(rms0 <= tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
     state0 = (*state0[:-1], start_code)

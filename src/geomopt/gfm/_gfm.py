@@ -135,7 +135,8 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
 
             s = score if score is not None else jnp.zeros_like
             budget = jnp.maximum(max_iters // 2, 1)
-            p, _, it1, _ = descend_action(p, s, lam, tol.astype(p.dtype), budget)
+            g = metric if kind == "metric" else None
+            p, _, it1, _ = descend_action(p, s, lam, tol.astype(p.dtype), budget, metric=g)
             # The descent hands over near a solution (Newton region): LM starts almost
             # undamped there (1e-9 max diag(J^T J) instead of 1e-3: 1 polishing iteration
             # instead of ~7 on the torus pairs), unless lm_options sets the damping.
@@ -313,10 +314,10 @@ def solve(
         lam: weight of the potential (``>= 0``), passed as an array (no recompilation).
         n_points: waypoints including both endpoints (``>= 3``).
         method: ``"lm"`` (Levenberg-Marquardt, banded), ``"gauss_newton"`` (Newton on the square
-            system, block-tridiagonal Jacobian, line search), ``"action"`` (Euclidean prior
-            only: trust-region Newton descent of the path action, then LM to polish; it reaches
-            minima of the action, where LM also accepts saddles such as paths through a torus's
-            hole, see :mod:`geomopt.gfm._action`) or ``"adam"`` (official settings).
+            system, block-tridiagonal Jacobian, line search), ``"action"`` (Euclidean or metric
+            residual: trust-region Newton descent of the path action, then LM to polish; it
+            reaches minima of the action, where LM also accepts saddles such as paths through a
+            torus's hole, see :mod:`geomopt.gfm._action`) or ``"adam"`` (official settings).
         tol: stop when ``sqrt(mean_i r_i^T G r_i) <= tol``; default :func:`default_tol`.
         max_iters: iteration cap; default 200 (lm, action: at most half for the descent), 100
             (gauss_newton), 1501 (adam, the official torus setting).
@@ -367,10 +368,10 @@ def solve(
     if metric is not None and not callable(metric):
         raise TypeError(f"metric must be a callable x -> G(x), got {type(metric).__name__}")
     kind = _resolve_kind(residual, metric)
-    if method == "action" and kind != "euclidean":
+    if method == "action" and kind == "hypersphere":
         raise ValueError(
-            f"method='action' with residual {kind!r}: the action descent needs the Euclidean "
-            "prior (the residual is then the action's gradient); use method='lm'"
+            "method='action' with residual 'hypersphere': the projected residual is not the "
+            "gradient of an action; use method='lm' or residual 'euclidean' / 'metric'"
         )
     lam = _positive("lam", lam, allow_zero=True)
     dtype = x0n.dtype
