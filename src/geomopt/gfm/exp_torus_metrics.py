@@ -7,7 +7,8 @@
 Exactly as the official runs: sigma 0.1, lambda 1, gamma 1; run A (0.05, 0.5) with 20 waypoints,
 B (5, 0.1) with 20, C (1, 0.01) with 25; the initial path linear in the intrinsic angles mapped
 onto the surface (both endpoints have poloidal angle pi/2, so it is the top circle). Each run is
-solved by our Levenberg-Marquardt (one solve at sigma; and ``lm_continuation``: solved at sigma
+solved by our action descent + LM (``gfm.solve(method="action")``), by our Levenberg-Marquardt
+(one solve at sigma; and ``lm_continuation``: solved at sigma
 0.3, then 0.2, then 0.1, each level warm-starting the next, ``gfm.solve_continuation``) and by the
 official Adam (lr 1e-3 / 5e-3 / 5e-4, clip 10, 1501 iterations). A route is named by the
 poloidal angle at the path's middle (outer 0, top pi/2, inner pi, bottom -pi/2); an off-manifold
@@ -25,7 +26,7 @@ from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))
-SOLVERS = ("lm", "lm_continuation", "adam")
+SOLVERS = ("action", "lm", "lm_continuation", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +43,9 @@ class TorusMetricsConfig:
     """Noise level of the score (official 0.1)."""
     lam: float = 1.0
     """GFM's lambda (official 1)."""
-    solvers: tuple[str, ...] = ("lm", "lm_continuation", "adam")
-    """lm (ours, one solve at sigma), lm_continuation (ours: ``gfm.solve_continuation`` over
+    solvers: tuple[str, ...] = SOLVERS
+    """action (ours: trust-region descent of the path action, then LM; one solve at sigma),
+    lm (ours, one solve at sigma), lm_continuation (ours: ``gfm.solve_continuation`` over
     continuation_sigmas, each level warm-starting the next; the solver README's recommendation for
     learned potentials) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
     continuation_sigmas: tuple[float, ...] = (0.3, 0.2)
@@ -144,7 +146,7 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                         for s, r in zip(sigmas, reps, strict=True)
                     ]  # fmt: skip
                 else:
-                    kw = {}
+                    kw = dict(method="action") if solver == "action" else {}
                     if solver == "adam":
                         kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
                     path, rep = gfm.solve(init[0], init[-1], score=score, **common, **kw)
@@ -189,15 +191,15 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
 
 
 RUN_COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c"}
-LINESTYLES = {"lm": "-", "lm_continuation": "-.", "adam": "--"}
+LINESTYLES = {"action": ":", "lm": "-", "lm_continuation": "-.", "adam": "--"}
 LINE_NAMES = {"-": "solid", "-.": "dash-dot", "--": "dashed", ":": "dotted"}
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``gfm_torus_metrics.png``: every path on the torus (3-D; LM solid, LM with continuation
-    dash-dotted, official Adam dashed) and, one panel per solver, unrolled in the intrinsic angles
-    (toroidal ph vs poloidal th) with each run's route, middle poloidal angle, status and mean
-    distance."""
+    """``gfm_torus_metrics.png``: every path on the torus (3-D; action descent dotted, LM solid,
+    LM with continuation dash-dotted, official Adam dashed) and, one panel per solver, unrolled
+    in the intrinsic angles (toroidal ph vs poloidal th) with each run's route, middle poloidal
+    angle, status and mean distance."""
     import numpy as np
 
     from geomopt import plotting
@@ -254,13 +256,14 @@ EXPERIMENT = Experiment(
     description="the official torus runs A/B/C: three priors, three routes? (trained score)",
     presets={
         "smoke": TorusMetricsConfig(
-            runs=OFFICIAL_RUNS[:1], solvers=("lm",), denoiser=SMOKE_DENOISER, adam_iters=50
+            runs=OFFICIAL_RUNS[:1], solvers=("action",), denoiser=SMOKE_DENOISER, adam_iters=50
         ),
         "quick": TorusMetricsConfig(),
         "paper": TorusMetricsConfig(denoiser=DenoiserSpec()),
     },
     notes={
-        "smoke": "run A with LM only, tiny denoiser (one compile of the metric solve)",
+        "smoke": "run A with the action solver only, tiny denoiser (one compile of the metric "
+        "solve)",
         "quick": "official runs A/B/C, LM, LM with continuation and official Adam (274 s wall at "
         "load ~7, cached denoiser)",
         "paper": "official runs A/B/C with the official 128x4 denoiser, LM, LM with continuation "
