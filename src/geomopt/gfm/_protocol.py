@@ -53,6 +53,17 @@ LABELS = {
     "land": "LAND",
     "linear": "linear",
 }
+SOLVER_LABELS = {"action": "GFM (action)", "lm": "GFM (LM)"}
+
+
+def label_of(method: str, cfg: dict | None = None) -> str:
+    """A method's legend label; ``gfm`` names the run's ``gfm_solver`` (``lm`` for runs made
+    before the option existed)."""
+    if method == "gfm" and cfg is not None:
+        return SOLVER_LABELS.get(cfg.get("gfm_solver", "lm"), "GFM")
+    return LABELS.get(method, method)
+
+
 CONVERGED, STALLED, DIVERGED = (0, 5), (1, 3, 4, 7), (2, 6)
 MAX_ITERS = 1  # the iteration cap (a stall for LM, the official budget for gfm_adam)
 

@@ -255,7 +255,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
-    from geomopt.gfm._protocol import LABELS
+    from geomopt.gfm._protocol import label_of
     from geomopt.runs import read_run
 
     record = read_run(run_dir)
@@ -274,7 +274,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             t = np.linspace(0, 1, dist.shape[1])
             r = table[(name, key)]
             base, _, init = key.partition("@")
-            label = LABELS.get(base, base) + (f" [{init}]" if init else "")
+            label = label_of(base, cfg) + (f" [{init}]" if init else "")
             label += f": {r['error_mean']:.3f}, ok {r['success']:.0%}"
             ax.plot(t, np.nanmean(dist, 0), color=method_color(key), label=label,
                     linestyle="--" if init else "-", linewidth=1.0 if init else 1.5)  # fmt: skip
@@ -293,7 +293,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             paths = arrays[f"{name}/{key}/paths"][:3]
             for i, p in enumerate(paths):
                 ax.plot(*p.T, color=method_color(key), linewidth=1.2,
-                        label=LABELS.get(key, key) if i == 0 else None)  # fmt: skip
+                        label=label_of(key, cfg) if i == 0 else None)  # fmt: skip
         ax.set_xlabel("x")
         ax.set_ylabel("y")
         ax.set_zlabel("z")

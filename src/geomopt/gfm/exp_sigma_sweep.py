@@ -143,7 +143,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
-    from geomopt.gfm._protocol import LABELS
+    from geomopt.gfm._protocol import label_of
     from geomopt.gfm.exp_paths import method_color
     from geomopt.runs import read_run
 
@@ -161,11 +161,11 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         fail = np.array([1.0 - r["success"] for r in rows])
         off = np.array([1.0 - r["on_manifold"] for r in rows])
         c = method_color(method)
-        ax_e.plot(s, err, "o-", color=c, label=LABELS.get(method, method))
+        ax_e.plot(s, err, "o-", color=c, label=label_of(method, cfg))
         # a small vertical offset per method so that equal fractions do not hide each other
         offset = 0.02 * (j - (n_methods - 1) / 2)
-        ax_o.plot(s, off + offset, "o-", color=c, label=LABELS.get(method, method))
-        ax_f.plot(s, fail + offset, "o-", color=c, label=LABELS.get(method, method))
+        ax_o.plot(s, off + offset, "o-", color=c, label=label_of(method, cfg))
+        ax_f.plot(s, fail + offset, "o-", color=c, label=label_of(method, cfg))
     for ax in (ax_e, ax_o, ax_f):
         ax.set_xscale("log")
         ax.set_xticks(sigmas)
