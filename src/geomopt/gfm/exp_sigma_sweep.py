@@ -203,8 +203,8 @@ EXPERIMENT = Experiment(
     notes={
         "smoke": "2 sigmas, GFM + Stein, 2 pairs, tiny denoiser (seconds)",
         "quick": "torus, 6 sigmas, 4 methods, 8 pairs, 50 waypoints (58 s CPU, cached denoiser)",
-        "paper": "official 128x4 denoiser, 32 pairs, full scale (1709 s wall at load ~7, cached "
-        "denoiser; 64 % of it in the 1/p baseline)",
+        "paper": "official 128x4 denoiser, 32 pairs, full scale (634 s wall at load ~2 with the "
+        "action solver, cached denoiser; most of it in the 1/p baseline)",
     },
     run=run,
     plot=plot,
