@@ -1,4 +1,4 @@
-"""Trust-region Newton descent on the path action: GFM's ``method="action"`` (Euclidean prior).
+"""Trust-region Newton descent on the path action: GFM's ``method="action"``.
 
 The GFM residual with the Euclidean prior is the gradient of the discrete action::
 
@@ -15,6 +15,12 @@ block-tridiagonal: ``2/dt^2 I - lam sym(grad s(x_i))`` on the diagonal, ``-1/dt^
 is a descent direction for ``S`` even where ``U`` is concave), and the step is accepted when the
 action falls by a fraction of the quadratic model's prediction; ``mu`` follows Nielsen's update.
 Stationary points it can reach are minima of ``S`` (stable, on-support paths), not saddles.
+
+With a prior metric ``G`` the kinetic term is the midpoint rule
+``sum_j 1/2 dx_j^T G((x_j + x_{j+1}) / 2) dx_j / dt^2`` (gradient and Hessian blocks by autodiff).
+Its gradient is a different, equally consistent discretisation of the Euler-Lagrange equations
+than the official central-difference residual, so the descent only brings the path next to a
+minimiser and the LM polish converges to the official residual's solution there.
 
 The potential is known only through its score, so the change of ``lam sum U`` along a step is
 the line integral ``-lam sum_i int_0^1 s(x_i + t delta_i) . delta_i dt`` (Simpson's rule: the
