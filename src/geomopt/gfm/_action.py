@@ -135,7 +135,7 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
     eye = jnp.eye(d, dtype=dtype)
     xtol = 100.0 * jnp.finfo(dtype).eps
     # the score and its Jacobian at every interior waypoint from one forward-mode pass
-    lin = jax.vmap(jax.jacfwd(lambda x: (score(x), score(x)), has_aux=True))
+    lin = jax.vmap(jax.jacfwd(lambda x: (lambda y: (y, y))(score(x)), has_aux=True))
     score_v = jax.vmap(score)
 
     def segment(xa, xb):
@@ -199,8 +199,9 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
     s0, r0, hd0, off0 = linearise(path0)
     rms0 = _rms(r0)
     mu0 = damping * jnp.max(jnp.abs(jnp.diagonal(hd0, axis1=1, axis2=2)))
+    start_code = jnp.where(rms0 <= tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
     two, zero = jnp.asarray(2.0, dtype), jnp.asarray(0)
-    state0 = (path0, s0, r0, (hd0, off0), mu0, two, zero, jnp.asarray(RUNNING))
+    state0 = (path0, s0, r0, (hd0, off0), mu0, two, zero, start_code)
 
     def cond(s):
         return s[-1] == RUNNING
@@ -235,7 +236,5 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
         code = jnp.where((code == RUNNING) & (it_n >= max_iters), 1, code)
         return (path_n, sc_n, r_n, h_n, mu_n, nu_n, it_n, code)
 
-    start_code = jnp.where(rms0 <= tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
-    state0 = (*state0[:-1], start_code)
     path, _, r, _, _, _, it, code = jax.lax.while_loop(cond, body, state0)
     return path, _rms(r), it, code

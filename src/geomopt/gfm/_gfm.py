@@ -2,7 +2,8 @@
 
 Finds the interior waypoints of a path from ``x0`` to ``x1`` where the discretised
 Euler-Lagrange force balance of ``int 1/2 xdot^T G(x) xdot + lam U(x) dt`` holds (see
-:mod:`._residuals`), by Levenberg-Marquardt / Gauss-Newton with banded linear algebra or by the
+:mod:`._residuals`), by Levenberg-Marquardt / Gauss-Newton with banded linear algebra (the
+default LM; ``method="action"`` first descends the path action, :mod:`._action`) or by the
 official code's Adam. One compiled function serves single pairs and batches (vmap over pairs);
 ``lam``, ``tol``, ``max_iters``, ``lr`` and ``clip`` are passed as arrays, so changing them does
 not recompile.
