@@ -23,9 +23,12 @@ than the official central-difference residual, so the descent only brings the pa
 minimiser and the LM polish converges to the official residual's solution there.
 
 The potential is known only through its score, so the change of ``lam sum U`` along a step is
-the line integral ``-lam sum_i int_0^1 s(x_i + t delta_i) . delta_i dt`` (Simpson's rule: the
-score at the start and at the trial path is needed anyway, so one extra evaluation at the
-midpoint) and the kinetic change is computed from the step (no cancellation). This is
+the line integral ``-lam sum_i int_0^1 s(x_i + t delta_i) . delta_i dt``, by the corrected
+trapezoidal rule ``(f(0) + f(1)) / 2 - (f'(1) - f'(0)) / 12`` with ``f' = delta^T J delta``
+(exact for cubic ``f``, like Simpson's rule, but from the scores and score Jacobians at the path
+and the trial, which the step computes anyway: no extra score evaluation; Simpson's midpoint
+evaluation was a third of an iteration's cost), and the kinetic change is computed from the step
+(no cancellation). This is
 **approximate for a learned score**: a denoiser's score is not exactly a gradient (on the torus
 denoiser the antisymmetric part of its tangential Jacobian is 2 % of the symmetric part at sigma
 0.5 and 20-30 % at sigma <= 0.1), so the "action" is then path-dependent and ``sym(J)`` is not the
@@ -136,7 +139,6 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
     xtol = 100.0 * jnp.finfo(dtype).eps
     # the score and its Jacobian at every interior waypoint from one forward-mode pass
     lin = jax.vmap(jax.jacfwd(lambda x: (lambda y: (y, y))(score(x)), has_aux=True))
-    score_v = jax.vmap(score)
 
     def segment(xa, xb):
         dx = xb - xa
@@ -157,15 +159,17 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
         return gb[:-1] + ga[1:], hbb[:-1] + haa[1:], hab[1:-1]
 
     def linearise(path):
-        """Score ``s`` (K-2, d), the residual ``-grad S`` and the blocks of ``H`` at ``path``."""
+        """Score ``s`` and its Jacobian ``(s, J)`` ((K-2, d), (K-2, d, d)), the residual
+        ``-grad S`` and the blocks of ``H`` at ``path``."""
         js, sc = lin(path[1:-1])
         g_kin, hd_kin, off = kinetic_parts(path)
         hd = hd_kin - lam * 0.5 * (js + jnp.swapaxes(js, 1, 2))
-        return sc, lam * sc - g_kin, hd, off
+        return (sc, js), lam * sc - g_kin, hd, off
 
-    def action_change(path, delta, s0, s1):
+    def action_change(path, delta, lin0, lin1):
         """``S(path + step) - S(path)`` for the interior step ``delta`` (K-2, d), with the score
-        ``s0`` / ``s1`` at the path and at the trial (Simpson's rule for the potential)."""
+        and its Jacobian ``lin0`` / ``lin1`` at the path and at the trial (the potential's part
+        by the corrected trapezoidal rule, see below)."""
         full = jnp.zeros_like(path).at[1:-1].set(delta)
         if metric is None:  # exact, without the cancellation of a difference of sums
             seg, dseg = path[1:] - path[:-1], full[1:] - full[:-1]
@@ -175,8 +179,12 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
             kinetic = jnp.sum(jax.vmap(segment)(new[:-1], new[1:])) - jnp.sum(
                 jax.vmap(segment)(path[:-1], path[1:])
             )
-        s_mid = score_v(path[1:-1] + 0.5 * delta)
-        work = jnp.sum((s0 + 4.0 * s_mid + s1) * delta) / 6.0
+        # int_0^1 f(t) dt with f(t) = s(x + t delta) . delta and f'(t) = delta^T J delta: the
+        # trapezoidal rule with its end correction -(f'(1) - f'(0)) / 12 (Euler-Maclaurin;
+        # exact for cubic f like Simpson's rule, from values the step computes anyway).
+        (s0, j0), (s1, j1) = lin0, lin1
+        curv = lambda j: jnp.einsum("ki,kij,kj->", delta, j, delta)  # noqa: E731
+        work = 0.5 * jnp.sum((s0 + s1) * delta) - (curv(j1) - curv(j0)) / 12.0
         return kinetic - lam * work
 
     def shifted_solve(hd, off, r, mu):

@@ -358,7 +358,10 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
             jac_t = _eval(trial, local, window, True)[1] if branches else jac_all
             return jac_t, _normal_equations(w_t, jac_t, k, window)
 
-        jac_t, ne_t = branch(ok_w, linearise, lambda: (jac, (dg, u1, u2, g)))
+        # A start that already meets tol needs no Jacobian (e.g. the action descent's path
+        # handed over converged): the loop stops after this pass.
+        need_jac = ok_w & ~(first & (_rms(w_t) <= tol))
+        jac_t, ne_t = branch(need_jac, linearise, lambda: (jac, (dg, u1, u2, g)))
         # A non-finite trial residual, or a non-finite Jacobian at a trial that would be
         # accepted, stops the solve (below); the waypoint is named from the trial path, its
         # residual rows and (accepted trials only) its Jacobian blocks.
