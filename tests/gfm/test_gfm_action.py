@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geomopt import gfm
-from geomopt.gfm._action import _block_cholesky_solve
+from geomopt.gfm._action import _block_cholesky_solve, score_work
 from geomopt.gfm._banded import block_tridiagonal_to_dense
 from geomopt.gfm._potentials import TubePotential
 from geomopt.manifolds import get_manifold
@@ -108,3 +108,26 @@ def test_action_with_a_metric_matches_lm_on_a_convex_problem(metric):
 def test_unknown_method_lists_action():
     with pytest.raises(ValueError, match="action"):
         gfm.solve(np.zeros(2), np.ones(2), score=lambda x: -x, n_points=5, method="newton")
+
+
+def test_score_work_is_exact_for_a_quartic_potential():
+    """The descent's line integral of the score (corrected trapezoidal rule) equals the fall of
+    U along the step when U is a quartic polynomial, where the plain trapezoidal rule does not."""
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(0)
+        d, k = 3, 5
+        a, c = jnp.asarray(rng.normal(size=d)), jnp.asarray(rng.normal(size=d))
+        q = jnp.asarray(rng.normal(size=(d, d)))
+
+        def potential(x):
+            return jnp.sum(a * x**4) + (x @ c) ** 3 + x @ q @ x
+
+        score = jax.vmap(lambda x: -jax.grad(potential)(x))
+        jac = jax.vmap(jax.jacfwd(lambda x: -jax.grad(potential)(x)))
+        x = jnp.asarray(rng.normal(size=(k, d)))
+        delta = jnp.asarray(0.7 * rng.normal(size=(k, d)))
+        exact = -jnp.sum(jax.vmap(potential)(x + delta) - jax.vmap(potential)(x))
+        got = score_work(delta, score(x), jac(x), score(x + delta), jac(x + delta))
+        np.testing.assert_allclose(float(got), float(exact), rtol=1e-10)
+        plain = 0.5 * jnp.sum((score(x) + score(x + delta)) * delta)
+        assert abs(float(plain) - float(exact)) > 1e-3 * abs(float(exact))

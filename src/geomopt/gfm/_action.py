@@ -46,7 +46,7 @@ from jax.scipy.linalg import solve_triangular
 
 from ._solve import RUNNING, _rms
 
-__all__ = ["descend_action"]
+__all__ = ["descend_action", "score_work"]
 
 
 _UNROLL_MAX_D = 8  # blocks up to this size are factored with unrolled elementwise ops
@@ -123,6 +123,16 @@ def _block_cholesky_solve(diag, off, rhs):
     return x, jnp.all(jnp.isfinite(x))
 
 
+def score_work(delta, s0, j0, s1, j1):
+    """``sum_i int_0^1 s(x_i + t delta_i) . delta_i dt`` (the fall of ``U`` along the step) from
+    the score ``s0`` / ``s1`` (K, d) and its Jacobian ``j0`` / ``j1`` (K, d, d) at both ends: the
+    trapezoidal rule with its Euler-Maclaurin end correction ``-(f'(1) - f'(0)) / 12``, where
+    ``f(t) = s(x + t delta) . delta`` and ``f' = delta^T J delta``. Exact when ``f`` is a cubic
+    (``U`` a quartic polynomial along the step), like Simpson's rule, without its midpoint score."""
+    curv = lambda j: jnp.einsum("ki,kij,kj->", delta, j, delta)  # noqa: E731
+    return 0.5 * jnp.sum((s0 + s1) * delta) - (curv(j1) - curv(j0)) / 12.0
+
+
 def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4, damping=1e-3):
     """Trust-region Newton descent of the discrete action from ``path0`` (K, d) (see the module
     doc); traceable. ``metric=None`` is the Euclidean prior; otherwise the kinetic term is the
@@ -179,13 +189,7 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
             kinetic = jnp.sum(jax.vmap(segment)(new[:-1], new[1:])) - jnp.sum(
                 jax.vmap(segment)(path[:-1], path[1:])
             )
-        # int_0^1 f(t) dt with f(t) = s(x + t delta) . delta and f'(t) = delta^T J delta: the
-        # trapezoidal rule with its end correction -(f'(1) - f'(0)) / 12 (Euler-Maclaurin;
-        # exact for cubic f like Simpson's rule, from values the step computes anyway).
-        (s0, j0), (s1, j1) = lin0, lin1
-        curv = lambda j: jnp.einsum("ki,kij,kj->", delta, j, delta)  # noqa: E731
-        work = 0.5 * jnp.sum((s0 + s1) * delta) - (curv(j1) - curv(j0)) / 12.0
-        return kinetic - lam * work
+        return kinetic - lam * score_work(delta, *lin0, *lin1)
 
     def shifted_solve(hd, off, r, mu):
         """Smallest shift ``m = mu + tau`` (tau doubling from 0) with ``H + m I`` SPD."""
