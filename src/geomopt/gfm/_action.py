@@ -42,53 +42,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import solve_triangular
 
+from ._banded import small_cholesky as _cholesky
+from ._banded import small_tri_solve as _tri_solve
 from ._solve import RUNNING, _rms
 
 __all__ = ["descend_action", "score_work"]
-
-
-_UNROLL_MAX_D = 8  # blocks up to this size are factored with unrolled elementwise ops
-
-
-def _cholesky(a):
-    """Lower Cholesky factor of SPD ``(d, d)`` blocks; NaN where ``a`` is not positive definite.
-    Small blocks are factored with unrolled elementwise ops (a LAPACK call per block inside a
-    ``lax.scan`` under ``vmap`` costs more than the arithmetic)."""
-    d = a.shape[-1]
-    if d > _UNROLL_MAX_D:
-        return jnp.linalg.cholesky(a)
-    low = [[None] * d for _ in range(d)]
-    for j in range(d):
-        piv = a[..., j, j] - sum((low[j][k] ** 2 for k in range(j)), jnp.zeros_like(a[..., 0, 0]))
-        ljj = jnp.sqrt(jnp.where(piv > 0, piv, jnp.nan))
-        low[j][j] = ljj
-        for i in range(j + 1, d):
-            acc = sum((low[i][k] * low[j][k] for k in range(j)), jnp.zeros_like(ljj))
-            low[i][j] = (a[..., i, j] - acc) / ljj
-    zero = jnp.zeros_like(a[..., 0, 0])
-    rows = [jnp.stack([low[i][j] if j <= i else zero for j in range(d)], -1) for i in range(d)]
-    return jnp.stack(rows, -2)
-
-
-def _tri_solve(low, b, transpose: bool):
-    """``low^{-1} b`` (``transpose=False``) or ``low^{-T} b`` for a lower-triangular block and
-    ``b`` of shape ``(d,)`` or ``(d, c)``; unrolled for small blocks."""
-    d = low.shape[-1]
-    if d > _UNROLL_MAX_D:
-        return solve_triangular(low.T if transpose else low, b, lower=not transpose)
-    vec = b.ndim == 1
-    bb = b[:, None] if vec else b
-    out = [None] * d
-    order = range(d - 1, -1, -1) if transpose else range(d)
-    for i in order:
-        ks = range(i + 1, d) if transpose else range(i)
-        coef = (lambda k, i=i: low[k, i]) if transpose else (lambda k, i=i: low[i, k])
-        acc = sum((coef(k) * out[k] for k in ks), jnp.zeros_like(bb[i]))
-        out[i] = (bb[i] - acc) / low[i, i]
-    x = jnp.stack(out, 0)
-    return x[:, 0] if vec else x
 
 
 def _block_cholesky_solve(diag, off, rhs):

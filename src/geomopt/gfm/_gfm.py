@@ -112,10 +112,14 @@ def _resolve_kind(residual: str, metric) -> str:
     return residual
 
 
+_BATCH_AXIS = "pairs"  # vmap axis name of a batched solve
+
+
 def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, score_grad, lm_opts):
     """Batched GFM solve (traceable): ``path0`` is (B, K, d). Also returns per-waypoint validity
     of the initial path (metric Cholesky finite, score finite) for error messages."""
     k = path0.shape[1]
+    single = path0.shape[0] == 1
     dt = 1.0 / (k - 1)
     lam = lam.astype(path0.dtype)
     lr, clip, eps = adam
@@ -160,7 +164,7 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             reduce="mean",
             diagnostics=True,
             lm_options={**(defaults or {}), **dict(lm_opts)},
-            branches=path0.shape[0] == 1,
+            batch_axis=None if single else _BATCH_AXIS,
         )
 
     def valid(p):
@@ -173,7 +177,13 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             ok_score = jnp.all(jnp.isfinite(jax.vmap(score)(p)), axis=-1)
         return ok_metric, ok_score
 
-    out = jax.vmap(one)(path0)
+    # A single pair is solved unbatched, so the solver's lax.conds skip work (under vmap, even
+    # of one pair, a cond on a per-pair predicate runs both branches); a batch is vmapped with
+    # an axis name, which LM uses to skip a part of a pass that no active pair needs.
+    if single:
+        out = jax.tree.map(lambda a: a[None], one(path0[0]))
+    else:
+        out = jax.vmap(one, axis_name=_BATCH_AXIS)(path0)
 
     # The residual evaluates the score and the metric at every interior waypoint, so a bad
     # interior waypoint makes its pair stop with code 2; only then are the interior waypoints

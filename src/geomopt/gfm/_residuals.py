@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._banded import small_cholesky, small_tri_solve
+
 __all__ = ["local_residual", "path_residuals", "residual_norm", "christoffel_term", "ResidualKind"]
 
 ResidualKind = Literal["euclidean", "hypersphere", "metric"]
@@ -80,10 +82,12 @@ def local_residual(
     g = metric(x)
     if g.shape != (x.shape[0], x.shape[0]):
         raise ValueError(f"metric returned shape {g.shape}, expected {(x.shape[0],) * 2}")
-    chol = jnp.linalg.cholesky(0.5 * (g + g.T))
+    # Unrolled for small d (a LAPACK call and its derivative's are separate, unfusable ops:
+    # 10-20 % of a short LM solve on the torus); NaN where the metric is not SPD.
+    chol = small_cholesky(0.5 * (g + g.T))
     # L^T r = L^T a + L^{-1} (G Gamma(v, v) + lam s): one triangular solve instead of two.
     rhs = christoffel_term(metric, x, vel) + lam * force
-    return chol.T @ acc + jax.scipy.linalg.solve_triangular(chol, rhs, lower=True)
+    return chol.T @ acc + small_tri_solve(chol, rhs)
 
 
 def path_residuals(path: Float[Array, "k d"], **kw) -> Float[Array, "k-2 d"]:

@@ -193,6 +193,28 @@ def _eval(path, local, window, with_jac: bool):
     return w, jac
 
 
+def _linearised_rows(path, local, window):
+    """The residual rows at ``path`` and, per waypoint of the window, their forward-mode
+    linearisation (:func:`jax.linearize`): the residual's intermediates are kept, so the Jacobian
+    blocks (:func:`_blocks_of`) later cost only the tangent pass, not a second evaluation of the
+    residual (and of the score inside it). The ``window`` primal evaluations are identical and
+    XLA computes them once."""
+    pts = _windows(path, window)
+    lins = []
+    for a in range(window):
+        rows = lambda x, a=a: jax.vmap(local)(*pts[:a], x, *pts[a + 1 :])  # noqa: E731
+        w, lin = jax.linearize(rows, pts[a])
+        lins.append(lin)
+    return w, tuple(lins)
+
+
+def _blocks_of(lins, m: int, d: int, dtype):
+    """Per-window Jacobian blocks ``(m, r, d)`` from :func:`_linearised_rows`' linearisations
+    (``d`` tangents each: the same numbers as :func:`_eval`'s ``jacfwd``)."""
+    basis = jnp.broadcast_to(jnp.eye(d, dtype=dtype)[:, None, :], (d, m, d))
+    return tuple(jnp.moveaxis(jax.vmap(lin)(basis), 0, -1) for lin in lins)
+
+
 def _normal_equations(w, jac, n_points: int, window: int):
     """Interior blocks ``(diag, upper1, upper2)`` of ``J^T J`` and the gradient ``J^T w``."""
     k, d = n_points, jac[0].shape[-1]
@@ -278,10 +300,30 @@ def _select(pred, true_fn, false_fn):
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), true_fn(), false_fn())
 
 
+def _batch_cond(axis: str, active):
+    """A per-pair ``pred ? true_fn() : false_fn()`` for a batch vmapped with ``axis_name=axis``
+    whose branches are real ``lax.cond``s: the predicates are counted over the batch's
+    ``active`` pairs (``psum``, unbatched), so a branch runs only when some active pair takes
+    it, and both run (then a select) only when the active pairs disagree. (A plain ``cond`` on a
+    per-pair predicate under ``vmap`` always runs both.) Inactive pairs' results are discarded
+    by the vmapped ``while_loop``, so they may take either branch."""
+
+    def branch(pred, true_fn, false_fn):
+        n_true = jax.lax.psum((pred & active).astype(jnp.int32), axis)
+        n_active = jax.lax.psum(active.astype(jnp.int32), axis)
+        mixed = lambda: _select(pred, true_fn, false_fn)  # noqa: E731
+        return jax.lax.cond(
+            n_true == 0, false_fn, lambda: jax.lax.cond(n_true == n_active, true_fn, mixed)
+        )
+
+    return branch
+
+
 def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0.75,
-        slow_factor=_SLOW_FACTOR, damping=1e-3, branches=True):  # fmt: skip
+        slow_factor=_SLOW_FACTOR, damping=1e-3, branches=True, batch_axis=None):  # fmt: skip
     """Levenberg-Marquardt with geodesic acceleration; the first loop pass only evaluates the
-    initial path (one traced evaluation site keeps compilation short)."""
+    initial path (one traced evaluation site keeps compilation short). ``branches`` /
+    ``batch_axis``: see :func:`minimise_path`."""
     k, d = path0.shape
     dtype = path0.dtype
     xtol = 100.0 * jnp.finfo(dtype).eps
@@ -338,14 +380,32 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
         # The first pass only evaluates the initial path. Branches (lax.cond) skip work that a
         # pass does not need: the step on the first pass, the trial's residual when the
         # acceleration test already rejects the step, the trial's Jacobian and normal
-        # equations when the step is rejected. Under vmap (a batch of pairs) a cond with a
-        # per-pair predicate runs both branches, so this saves time for single solves only.
+        # equations when the step is rejected or the trial meets tol. Under vmap a cond on a
+        # per-pair predicate runs both branches; with ``batch_axis`` the predicates are
+        # counted over the batch (_batch_cond), so a branch no active pair takes is skipped.
         zeros = jnp.zeros_like(path[1:-1])
-        branch = jax.lax.cond if branches else _select
+        if batch_axis is not None:
+            branch = _batch_cond(batch_axis, state[-2] == RUNNING)
+        else:
+            branch = jax.lax.cond if branches else _select
+        linearised = branches or batch_axis is not None
         delta, step, accel_ok = branch(first, lambda: (zeros, zeros, jnp.asarray(True)), propose)
         trial = path.at[1:-1].add(step)
-        if branches:
-            w_t = jax.lax.cond(accel_ok, lambda: _eval(trial, local, window, False)[0], lambda: w)
+        if linearised:
+            # The trial's rows with their linearisation kept for its Jacobian (below); a pass
+            # whose step the acceleration test rejects evaluates neither. The linearisation's
+            # leaves cross the cond flattened (zeros when skipped).
+            tree = {}
+
+            def rows_and_lin():
+                w_e, lins = _linearised_rows(trial, local, window)
+                leaves, tree["def"] = jax.tree.flatten(lins)
+                return w_e, leaves
+
+            shapes = jax.eval_shape(rows_and_lin)[1]
+            skipped = lambda: (w, [jnp.zeros(a.shape, a.dtype) for a in shapes])  # noqa: E731
+            w_t, leaves = branch(accel_ok, rows_and_lin, skipped)
+            lins_t = jax.tree.unflatten(tree["def"], leaves)
         else:
             w_t, jac_all = _eval(trial, local, window, True)
         cost, cost_t = _cost(w), jnp.where(accel_ok, _cost(w_t), jnp.inf)
@@ -355,12 +415,13 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
         ok_w = jnp.where(first, finite_w, finite_w & accel_ok & (rho > 0))
 
         def linearise():
-            jac_t = _eval(trial, local, window, True)[1] if branches else jac_all
+            jac_t = _blocks_of(lins_t, m, d, dtype) if linearised else jac_all
             return jac_t, _normal_equations(w_t, jac_t, k, window)
 
-        # A start that already meets tol needs no Jacobian (e.g. the action descent's path
-        # handed over converged): the loop stops after this pass.
-        need_jac = ok_w & ~(first & (_rms(w_t) <= tol))
+        # A path that meets tol needs no Jacobian: the loop stops after this pass (a start
+        # handed over converged by the action descent, and the last step of every converged
+        # solve, where the Jacobian was a third or more of a short solve's time).
+        need_jac = ok_w & ~(_rms(w_t) <= tol)
         jac_t, ne_t = branch(need_jac, linearise, lambda: (jac, (dg, u1, u2, g)))
         # A non-finite trial residual, or a non-finite Jacobian at a trial that would be
         # accepted, stops the solve (below); the waypoint is named from the trial path, its
@@ -539,6 +600,7 @@ def minimise_path(
     diagnostics: bool = False,
     lm_options: dict | None = None,
     branches: bool = True,
+    batch_axis: str | None = None,
 ):
     """Minimise ``sum_rows |local(window of waypoints)|^2`` over the interior of ``path0``.
 
@@ -550,12 +612,15 @@ def minimise_path(
     ``"sum"`` for path energies); ``lr`` / ``clip`` / ``eps`` are Adam's (PyTorch's default eps
     1e-8; the official 3-D shape runs use 1e-5). ``lm_options`` passes ``geodesic`` (default
     True), ``accel_ratio`` (0.75), ``slow_factor`` (10) and ``damping`` (1e-3: the initial
-    damping relative to ``max diag(J^T J)``) to Levenberg-Marquardt. ``branches=False`` makes
-    LM compute every part of a pass (for a vmapped batch, where ``lax.cond`` runs both branches
-    anyway, this avoids evaluating the trial residual twice).
+    damping relative to ``max diag(J^T J)``) to Levenberg-Marquardt. LM skips the parts of a
+    pass it does not need with ``lax.cond`` (``branches=True``), which pays only where the
+    predicates are not batched: for a single path (not under ``vmap``), or for a batch vmapped
+    with ``axis_name=batch_axis``, where a part is skipped when no active pair of the batch
+    needs it. ``branches=False`` (for a batch vmapped without an axis name, where every cond
+    runs both branches) computes every part of a pass in one fused evaluation instead.
     """
     if method == "lm":
-        opts = dict(lm_options or {}, branches=branches)
+        opts = dict(lm_options or {}, branches=branches, batch_axis=batch_axis)
         out = _lm(path0, local, window, tol, gtol, max_iters, **opts)
     elif method == "gauss_newton":
         out = _gauss_newton(path0, local, window, tol, gtol, max_iters)
