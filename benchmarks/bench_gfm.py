@@ -254,6 +254,14 @@ def run_abc(args, den, torus):
         )
         res_traj, err_traj = adam_trajectory(init, score, metric, lr, args.adam_iters, torus)
         res_traj, err_traj = res_traj[0], err_traj[0]
+        # How well defined is target (a)? Adam's best residual from starts perturbed by 1e-12
+        # (on run B its trajectory is chaotic: rounding differences grow to O(1) within ~300
+        # iterations, so its best residual and the iteration of it move between code versions).
+        noise = 1e-12 * np.asarray(jax.random.normal(jax.random.key(11), (4,) + init.shape))
+        noise[:, [0, -1]] = 0.0
+        pert, _ = adam_trajectory(init[None] + noise, score, metric, lr, args.adam_iters, torus)
+        sensitivity = dict(best=np.min(pert, axis=1).tolist(),
+                           iteration=np.argmin(pert, axis=1).tolist())  # fmt: skip
         row = dict(
             run=name, alpha=alpha, beta=beta, n_points=k, adam_lr=lr,
             lm=describe(p_lm, r_lm, torus, den) | dict(seconds=t_lm),
@@ -284,7 +292,7 @@ def run_abc(args, den, torus):
         row["speed_residual"] = dict(
             action_status=str(out_act[1].status), action_seconds=t_act_a,
             action_iterations=int(out_act[1].iterations),
-            target=target, adam_iterations=j_adam,
+            target=target, adam_iterations=j_adam, target_sensitivity=sensitivity,
             adam_seconds=t_adam * j_adam / args.adam_iters,
             adam_reaches_lm_residual=bool(np.min(res_traj) <= float(r_c.residual)),
             lm_status=str(out_a[1].status), lm_seconds=t_lm_a,
@@ -705,6 +713,18 @@ def write_markdown(res, args):
                     f"{q['other_clock']}: Adam {_fmt_t(q['other_adam_seconds'])}, ours "
                     f"{_fmt_t(q['other_ours_seconds'])}, **{q['other_ratio']:.3g}x** |"
                 )
+    sens = [r for r in res["abc"] if "target_sensitivity" in r["speed_residual"]]
+    if sens:
+        lines += ["", "How well defined target (a) is: Adam's best residual within its budget "
+                  "(and the iteration of it) from the same start perturbed by 1e-12 (4 draws):",
+                  ""]  # fmt: skip
+        for r in sens:
+            a = r["speed_residual"]
+            t = a["target_sensitivity"]
+            runs = ", ".join(f"{b:.3g} ({i})" for b, i in zip(t["best"], t["iteration"],
+                                                               strict=True))  # fmt: skip
+            lines.append(f"- run {r['run']}: unperturbed {a['target']:.3g} "
+                         f"({a['adam_iterations']}); perturbed {runs}")  # fmt: skip
     lines += ["", "LM iterations to the residual target (a), per continuation level:", ""]
     for r in res["abc"]:
         a = r["speed_residual"]
