@@ -43,8 +43,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._banded import small_cholesky as _cholesky
-from ._banded import small_tri_solve as _tri_solve
+from ._banded import small_cholesky, small_tri_solve
 from ._solve import RUNNING, _rms
 
 __all__ = ["descend_action", "score_work"]
@@ -54,18 +53,18 @@ def _block_cholesky_solve(diag, off, rhs):
     """Solve ``A x = rhs`` for SPD block-tridiagonal ``A`` (``diag`` (n, d, d), ``off`` (n-1, d, d)
     with ``off[i] = A[i, i+1]``) by block Cholesky. Returns ``(x, ok)``; ``ok`` is False when a
     Schur complement is not positive definite (then ``x`` is not finite)."""
-    lower = lambda a, b: _tri_solve(a, b, transpose=False)  # noqa: E731
+    lower = lambda a, b: small_tri_solve(a, b, transpose=False)  # noqa: E731
 
     def fwd(carry, inp):
         l_prev, w_prev_rhs = carry
         d_i, u_prev, b_i = inp
         w = lower(l_prev, u_prev)  # L_{i-1}^{-1} A[i-1, i]
         s = d_i - w.T @ w
-        l_i = _cholesky(s)
+        l_i = small_cholesky(s)
         y = lower(l_i, b_i - w.T @ w_prev_rhs)
         return (l_i, y), (l_i, w, y)
 
-    l0 = _cholesky(diag[0])
+    l0 = small_cholesky(diag[0])
     y0 = lower(l0, rhs[0])
     _, (ls, ws, ys) = jax.lax.scan(fwd, (l0, y0), (diag[1:], off, rhs[1:]))
     ls = jnp.concatenate([l0[None], ls])
@@ -73,10 +72,10 @@ def _block_cholesky_solve(diag, off, rhs):
 
     def bwd(x_next, inp):
         l_i, w_next, y_i = inp
-        x = _tri_solve(l_i, y_i - w_next @ x_next, transpose=True)
+        x = small_tri_solve(l_i, y_i - w_next @ x_next, transpose=True)
         return x, x
 
-    x_last = _tri_solve(ls[-1], ys[-1], transpose=True)
+    x_last = small_tri_solve(ls[-1], ys[-1], transpose=True)
     _, xs = jax.lax.scan(bwd, x_last, (ls[:-1], ws, ys[:-1]), reverse=True)
     x = jnp.concatenate([xs, x_last[None]])
     return x, jnp.all(jnp.isfinite(x))

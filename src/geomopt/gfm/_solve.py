@@ -5,8 +5,9 @@ depends on a window of ``window`` consecutive waypoints (3 for the GFM force bal
 segment energies of the baselines), so the Jacobian is block-banded. Three methods:
 
 - ``"lm"``: Levenberg-Marquardt on the stacked residuals. ``J^T J`` is assembled from the
-  per-window Jacobian blocks (``jacfwd`` of the local residual, vmapped over windows: ``window``
-  block columns, never the dense Jacobian) and the damped normal equations
+  per-window Jacobian blocks (forward mode on the local residual, vmapped over windows:
+  ``window`` block columns, never the dense Jacobian; taken from the linearisation kept when the
+  trial's residual was evaluated, see :func:`_linearised_rows`) and the damped normal equations
   ``(J^T J + mu I) v = -J^T r`` are solved by the block-banded elimination of :mod:`._banded` in
   ``O(K d^3)``. Nielsen's damping update, starting from ``mu = 1e-3 max diag(J^T J)`` (Madsen,
   Nielsen & Tingleff's general-purpose choice; 1e-6 let the first steps overshoot and be
