@@ -403,9 +403,12 @@ def _lm(path0, local, window, tol, gtol, max_iters, geodesic=True, accel_ratio=0
                 leaves, tree["def"] = jax.tree.flatten(lins)
                 return w_e, leaves
 
-            shapes = jax.eval_shape(rows_and_lin)[1]
-            skipped = lambda: (w, [jnp.zeros(a.shape, a.dtype) for a in shapes])  # noqa: E731
-            w_t, leaves = branch(accel_ok, rows_and_lin, skipped)
+            if geodesic:
+                shapes = jax.eval_shape(rows_and_lin)[1]
+                skipped = lambda: (w, [jnp.zeros(a.shape, a.dtype) for a in shapes])  # noqa: E731
+                w_t, leaves = branch(accel_ok, rows_and_lin, skipped)
+            else:  # no acceleration test: every pass evaluates its trial, no branch needed
+                w_t, leaves = rows_and_lin()
             lins_t = jax.tree.unflatten(tree["def"], leaves)
         else:
             w_t, jac_all = _eval(trial, local, window, True)
