@@ -84,10 +84,10 @@ def test_small_cholesky_matches_lapack_and_marks_non_spd_blocks(d):
     assert not np.all(np.isfinite(np.asarray(small_cholesky(jnp.asarray(bad)))))
 
 
-def _solver_jaxpr(score, metric, x0, x1, n_points):
+def _solver_jaxpr(score, metric, x0, x1, n_points, mode="vmap"):
     batched = x0.ndim == 2
     kind = "euclidean" if metric is None else "metric"
-    cfg = (kind, "lm", True, n_points, batched, False, (), "float64")
+    cfg = (kind, "lm", True, n_points, batched, False, (), "float64", mode if batched else "single")
     fn, dynamic = _gfm._get_solver(score, metric, cfg)
     hyper = np.array([1.0, 1e-8, 0.05, 10.0, 1e-8])
     return str(jax.make_jaxpr(fn)(x0, x1, None, dynamic, hyper, np.asarray(50)))
@@ -97,10 +97,14 @@ def test_a_single_solve_is_not_vmapped_and_a_batch_counts_its_predicates(torus, 
     x0, x1 = _pairs(torus, 3, 1)
     single = _solver_jaxpr(score, None, x0[0], x1[0], 10)
     batch = _solver_jaxpr(score, None, x0, x1, 10)
+    mapped = _solver_jaxpr(score, None, x0, x1, 10, mode="map")
     # Under vmap every cond on a per-pair predicate becomes a select of both branches; a
     # single solve keeps its conds (the LM pass's skips) and needs no batch reduction.
     assert single.count("cond[") >= 4 and "psum" not in single
     assert batch.count("cond[") >= 4 and "psum" in batch
+    # batch="map": one pair after another (a scan over pairs), each with the single solve's
+    # loop and conds.
+    assert "scan[" in mapped and mapped.count("cond[") >= 4 and "psum" not in mapped
 
 
 @pytest.mark.parametrize("method", ["lm", "action"])
@@ -110,7 +114,11 @@ def test_batch_gives_each_pair_its_single_solve(torus, score, method):
     metric = None
     init = np.asarray(gfm.coordinate_linear(torus, x0, x1, 12))
     opts = dict(method=method)
-    paths, rep = gfm.solve(x0, x1, score=score, metric=metric, n_points=12, init=init, **opts)
+    # batch="vmap": the pairs share one loop, whose conds count their predicates over the
+    # batch (the CPU default, "map", solves one pair after another: test_batch_modes_agree).
+    paths, rep = gfm.solve(
+        x0, x1, score=score, metric=metric, n_points=12, init=init, batch="vmap", **opts
+    )
     assert len(set(np.asarray(rep.iterations).tolist())) > 1  # pairs stop at different passes
     for i in range(len(x0)):
         p, r = gfm.solve(
@@ -118,3 +126,18 @@ def test_batch_gives_each_pair_its_single_solve(torus, score, method):
         )
         assert (rep.code[i], rep.iterations[i]) == (r.code, r.iterations), (i, rep.reason[i])
         np.testing.assert_allclose(paths[i], p, atol=1e-9)
+
+
+def test_batch_modes_agree_and_bad_mode_is_named(torus, score):
+    x0, x1 = _pairs(torus, 3, 4)
+    kw = dict(score=score, n_points=10, lm_options=dict(geodesic=False))
+    p_v, r_v = gfm.solve(x0, x1, batch="vmap", **kw)
+    p_m, r_m = gfm.solve(x0, x1, batch="map", **kw)
+    p_a, r_a = gfm.solve(x0, x1, **kw)  # auto: "map" on the CPU for LM
+    assert len(set(np.asarray(r_v.iterations).tolist())) > 1  # pairs stop at different passes
+    for p, r in ((p_m, r_m), (p_a, r_a)):
+        np.testing.assert_array_equal(r.iterations, r_v.iterations)
+        np.testing.assert_array_equal(r.code, r_v.code)
+        np.testing.assert_allclose(p, p_v, atol=1e-9)
+    with pytest.raises(ValueError, match="batch 'pmap'"):
+        gfm.solve(x0, x1, batch="pmap", **kw)

@@ -19,6 +19,7 @@ Levenberg-Marquardt solve of a small path.
 
 from __future__ import annotations
 
+import math
 import time
 import types
 from collections import OrderedDict
@@ -37,6 +38,7 @@ from ._solve import CONVERGED_CODES, METHODS, SolveReport, minimise_path
 __all__ = ["solve", "straight_line", "check_endpoints", "default_tol", "DEFAULT_MAX_ITERS"]
 
 MATRIX_FREE_MIN_D = 256  # gfm.solve(backend="auto") uses the matrix-free LM from this d on
+BATCH_MODES = ("auto", "vmap", "map")
 DEFAULT_MAX_ITERS = {"lm": 200, "gauss_newton": 100, "adam": 1501, "action": 200}
 GFM_METHODS = (*METHODS, "action")
 
@@ -90,6 +92,9 @@ def check_endpoints(x0, x1, n_points: int):
 
 
 def _positive(name, value, *, allow_zero=False, allow_inf=False):
+    if type(value) is float or type(value) is int:  # the common case, without NumPy (~10x faster)
+        if (value >= 0 if allow_zero else value > 0) and (allow_inf or value < math.inf):
+            return np.float64(value)
     arr = np.asarray(value, dtype=float)
     if arr.shape != ():
         raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
@@ -115,11 +120,14 @@ def _resolve_kind(residual: str, metric) -> str:
 _BATCH_AXIS = "pairs"  # vmap axis name of a batched solve
 
 
-def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, score_grad, lm_opts):
-    """Batched GFM solve (traceable): ``path0`` is (B, K, d). Also returns per-waypoint validity
-    of the initial path (metric Cholesky finite, score finite) for error messages."""
+def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, score_grad, lm_opts,
+              batch="vmap"):  # fmt: skip
+    """Batched GFM solve (traceable): ``path0`` is (B, K, d); ``batch`` is ``"vmap"`` or
+    ``"map"`` (see :func:`solve`). Also returns per-waypoint validity of the initial path
+    (metric Cholesky finite, score finite) for error messages."""
     k = path0.shape[1]
     single = path0.shape[0] == 1
+    unbatched = single or batch == "map"  # each pair in its own loop, conds not vmapped
     dt = 1.0 / (k - 1)
     lam = lam.astype(path0.dtype)
     lr, clip, eps = adam
@@ -164,7 +172,7 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
             reduce="mean",
             diagnostics=True,
             lm_options={**(defaults or {}), **dict(lm_opts)},
-            batch_axis=None if single else _BATCH_AXIS,
+            batch_axis=None if unbatched else _BATCH_AXIS,
         )
 
     def valid(p):
@@ -182,6 +190,8 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
     # an axis name, which LM uses to skip a part of a pass that no active pair needs.
     if single:
         out = jax.tree.map(lambda a: a[None], one(path0[0]))
+    elif batch == "map":  # one pair after another, each stopping at its own iteration
+        out = jax.lax.map(one, path0)
     else:
         out = jax.vmap(one, axis_name=_BATCH_AXIS)(path0)
 
@@ -226,7 +236,7 @@ def _split_callables(score, metric):
 
 def _solver(treedef, static, cfg):
     """The jitted solve for one static configuration ``cfg``."""
-    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype = cfg
+    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype, batch = cfg
 
     def run(x0, x1, init, dynamic, hyper, max_iters):
         it = iter(dynamic)
@@ -239,7 +249,7 @@ def _solver(treedef, static, cfg):
         lam, tol, lr, clip, eps = hyper
         (path, res, its, code, (bad_it, bad_wp)), (ok_metric, ok_score) = _gfm_core(
             path0, lam, tol, max_iters, (lr, clip, eps), score, metric, kind, method, score_grad,
-            lm_opts,
+            lm_opts, batch,
         )  # fmt: skip
         converged = jnp.any(code[:, None] == jnp.asarray(CONVERGED_CODES)[None], axis=1)
         # The metric at one sample point (pair 0's first endpoint), checked on the host for
@@ -311,6 +321,7 @@ def solve(
     eps=1e-8,
     lm_options: dict | None = None,
     backend: str = "auto",
+    batch: str = "auto",
 ):
     """Solve the GFM collocation problem between ``x0`` and ``x1``; return ``(path, report)``.
 
@@ -360,6 +371,16 @@ def solve(
             otherwise. The threshold is from the cost per LM iteration (the banded LM pushes
             ``d`` tangents through the score and factors ``d x d`` blocks; the matrix-free one
             takes ~2 JVP/VJPs per CG step, 5-30 CG steps measured), not a measured crossover.
+        batch: how a batch of pairs runs inside its one jitted call: ``"vmap"`` (the pairs
+            advance together through one loop, so every pass costs the whole batch until its
+            slowest pair stops, and a skip in an LM pass needs every running pair to skip it),
+            ``"map"`` (one pair after another, each in its own loop, stopping at its own
+            iteration count; the same numbers) or ``"auto"``: ``"map"`` for the Newton-type
+            methods (lm, action, gauss_newton) on the CPU, ``"vmap"`` for adam (a fixed
+            iteration count, where batching pays) and on accelerators (parallel hardware).
+            Measured on the CPU, 16 torus pairs with a trained denoiser, map vs vmap: LM to
+            convergence 71 vs 291 ms, LM-flat to a loose tolerance 7.0 vs 10.8 ms, action
+            37 vs 35 ms; Adam, 375 iterations, 287 vs 218 ms.
 
     Returns:
         ``path`` of shape ``(n_points, d)`` (or ``(B, n_points, d)``) with the endpoints, and a
@@ -398,10 +419,10 @@ def solve(
         want = (n_points, x0n.shape[-1]) if not batched else (x0n.shape[0], n_points, x0n.shape[-1])
         if init_arg.shape != want:
             raise ValueError(f"init has shape {init_arg.shape}, expected {want}")
-        if not np.isfinite(init_arg).all():
-            raise ValueError("init has non-finite entries")
         p = init_arg if batched else init_arg[None]
-        scale = float(np.max(np.abs(p)))
+        scale = float(np.max(np.abs(p)))  # NaN or inf if any entry is
+        if not math.isfinite(scale):
+            raise ValueError("init has non-finite entries")
         gap = float(np.max(np.abs(p[:, 0] - (x0n if batched else x0n[None])))) + float(
             np.max(np.abs(p[:, -1] - (x1n if batched else x1n[None])))
         )
@@ -427,6 +448,8 @@ def solve(
     # been checked and ``init_arg`` / ``tol`` / ``max_iters`` resolved; the banded solve below
     # is the default backend.
     free_ok = kind in ("euclidean", "hypersphere") and method in ("lm", "gauss_newton")
+    if batch not in BATCH_MODES:
+        raise ValueError(f"batch {batch!r}: expected one of {BATCH_MODES}")
     if backend not in ("auto", "banded", "matrix_free"):
         raise ValueError(f"backend {backend!r}: expected 'auto', 'banded' or 'matrix_free'")
     if backend == "matrix_free" and not free_ok:
@@ -446,19 +469,23 @@ def solve(
     if score_grad is None:
         score_grad = method != "adam"
     cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
-           np.dtype(dtype).name)  # fmt: skip
+           _dtype_name(dtype), _batch_mode(batch, method) if batched else "single")  # fmt: skip
     fn, dynamic = _get_solver(score, metric, cfg)
     # Pass device arrays through untouched (no copy); convert anything else once.
     a0 = x0 if isinstance(x0, jax.Array) and x0.dtype == dtype else x0n
     a1 = x1 if isinstance(x1, jax.Array) and x1.dtype == dtype else x1n
     hyper = np.array([lam, tol, lr, clip, eps], dtype=dtype)
     t0 = time.perf_counter()
-    path, stats = jax.block_until_ready(fn(a0, a1, init_arg, dynamic, hyper, np.asarray(max_iters)))
+    path, stats = fn(a0, a1, init_arg, dynamic, hyper, np.asarray(max_iters))
+    path.block_until_ready()
     res, its, code, converged, ok_metric, ok_score, bad_it, bad_wp, g0 = _to_host(stats)
     wall = time.perf_counter() - t0
     if kind == "metric":
         _check_metric_value(g0, x0n[0] if batched else x0n)
     _raise_on_bad_init(ok_metric, ok_score, batched)
+    if not batched:
+        res, its, code, converged, bad_it, bad_wp = (a[0] for a in (res, its, code, converged,
+                                                                    bad_it, bad_wp))  # fmt: skip
     report = SolveReport(
         iterations=its,
         residual=res,
@@ -469,7 +496,25 @@ def solve(
         bad_iteration=bad_it,
         bad_waypoint=bad_wp,
     )
-    return path, (report if batched else report[0])
+    return path, report
+
+
+def _batch_mode(batch: str, method: str) -> str:
+    """``batch`` of :func:`solve` with ``"auto"`` resolved."""
+    if batch != "auto":
+        return batch
+    return "map" if method != "adam" and jax.default_backend() == "cpu" else "vmap"
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype) -> str:
+    """``np.dtype(dtype).name``, cached (a few microseconds per solve otherwise)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = np.dtype(dtype).name
+    return name
 
 
 INITS = ("chord", "slerp", "sequential")
