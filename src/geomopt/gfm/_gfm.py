@@ -327,7 +327,7 @@ def solve(
 
     Args:
         x0, x1: endpoints, shape ``(d,)``, or ``(B, d)`` for a batch of ``B`` pairs solved by one
-            jitted, vmapped call.
+            jitted call (``batch`` says how).
         score: ``s(x) = grad log p(x)`` for one point ``(d,) -> (d,)`` (the force is
             ``-lam grad U = lam s``); ``None`` means no potential (pure prior geodesic). A plain
             function or an Equinox module; the module's array leaves are traced, so new weights
