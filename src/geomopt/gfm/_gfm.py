@@ -186,8 +186,9 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
         return ok_metric, ok_score
 
     # A single pair is solved unbatched, so the solver's lax.conds skip work (under vmap, even
-    # of one pair, a cond on a per-pair predicate runs both branches); a batch is vmapped with
-    # an axis name, which LM uses to skip a part of a pass that no active pair needs.
+    # of one pair, a cond on a per-pair predicate runs both branches); a batch is either mapped
+    # (each pair unbatched in turn) or vmapped with an axis name, which LM uses to skip a part
+    # of a pass that no active pair needs.
     if single:
         out = jax.tree.map(lambda a: a[None], one(path0[0]))
     elif batch == "map":  # one pair after another, each stopping at its own iteration
