@@ -20,11 +20,14 @@ its settings). Everything runs in float64 (the float32 weights are loaded as flo
    manifold error are recorded at every iteration (a separate instrumented run; the timing is
    of the plain ``gfm.solve(method="adam")`` over its 1501 iterations, and Adam's time to a
    target is that time times the fraction of iterations it needed). Targets: (a) the smallest
-   EL residual Adam reaches within its budget; LM runs with ``tol`` = that target, so it stops
-   the first time it reaches it; timed with default options and with geodesic acceleration
-   off ("LM-flat"), each with and without continuation. (b) the worse of the two methods'
-   final mean manifold errors; for the pair batch LM starts from the chord projected with the
-   denoiser and runs the continuation to convergence (projection included in its time).
+   EL residual Adam reaches within its budget, as the median over five draws (the start and 4
+   copies perturbed by 1e-12, :func:`median_target`: Adam's best residual moves with
+   rounding); LM runs with ``tol`` = that target, so it stops the first time it reaches it;
+   timed with default options and with geodesic acceleration off ("LM-flat"), each with and
+   without continuation. (b) the worse of the two methods' final mean manifold errors; for
+   the pair batch LM starts from the chord projected with the denoiser and runs the
+   continuation to convergence (projection included in its time), and the action solve from
+   the chord stops at the loosest ``tol`` of ``ERROR_TOL_GRID`` whose paths reach the target.
    Times are CPU time of the process by default (``--clock process``; ``--clock wall`` for
    wall-clock), compilation excluded. Peak memory is XLA's ``memory_analysis()`` of each
    compiled solve. **Paired**: the same criteria measured side by side, ``2 * --repeats``
@@ -718,7 +721,7 @@ def write_markdown(res, args):
         f"Times are {'CPU time of the process' if clock == 'process' else 'wall-clock'} "
         f"(`--clock {clock}`), median of {res['args']['repeats']} warm runs, compilation "
         "excluded. (a) EL residual target = the smallest residual official Adam reaches in its "
-        "1501 iterations (worst pair for the batch; on A/B/C the median of five draws, the "
+        "1501 iterations (worst pair for the batch; the median of five draws, the "
         "start unperturbed and perturbed by 1e-12, with Adam's iterations the median of the "
         "draws' first iterations at the target, since Adam's best residual moves with rounding "
         "and on B chaotically); LM runs with `tol` = target, so it stops "
