@@ -194,10 +194,11 @@ def paired(repeats, adam_fn, ours_fn, floor_fn=None):
                 f"{prefix}ours_seconds": float(np.median(to)),
                 f"{prefix}ratio": float(np.median(ta / to))}  # fmt: skip
 
-    configs = {name: dict(ratio=summary(warm, main, name)["ratio"],
-                          other_ratio=summary(warm, other, name)["ratio"],
-                          ours_seconds=summary(warm, main, name)["ours_seconds"])
-               for name in ours}  # fmt: skip
+    configs = {}
+    for name in ours:
+        here = summary(warm, main, name)
+        configs[name] = dict(ratio=here["ratio"], ours_seconds=here["ours_seconds"],
+                             other_ratio=summary(warm, other, name)["ratio"])  # fmt: skip
     best = max(configs, key=lambda name: configs[name]["ratio"])
     out = dict(**summary(warm, main, best), repeats=repeats,
                other_clock="wall" if other == 1 else "process",
