@@ -101,6 +101,12 @@ class Experiment(Generic[C]):
         resumable: ``run`` continues an unfinished run (``run.resumed`` tells it so).
         figures_dir: repository folder of the committed figures (``experiments/<family>/
             figures``), written by ``plot`` only with ``--update-committed``.
+        key_numbers: the few headline keys the final table shows (all headline keys stay in
+            ``summary.json``); empty: the first four.
+        paper: headline key -> the paper's (or its theory's) value, shown beside ours in the
+            final table; ``paper_source`` says where it comes from (figure, table, theorem).
+        seconds: preset -> measured runtime in seconds on a quiet 2-core CPU;
+            ``reproduce.py`` uses it for its overall ETA.
     """
 
     name: str
@@ -112,6 +118,10 @@ class Experiment(Generic[C]):
     validate: Callable[[C], None] | None = None
     resumable: bool = False
     figures_dir: str | None = None
+    key_numbers: tuple[str, ...] = ()
+    paper: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    paper_source: str = ""
+    seconds: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         parts = self.name.split("/")
@@ -310,6 +320,11 @@ class Run:
         with open(self.path / METRICS_FILE, "a") as f:
             f.write(text)
             f.flush()
+
+    def explain_nan(self, key: str, reason: str) -> None:
+        """Say why headline ``key`` is NaN (e.g. "one d: no slope to fit"); the final table
+        and ``summary.md`` print the reason instead of a bare ``nan``."""
+        self.details.setdefault("nan_reasons", {})[key] = reason
 
     def metrics(self) -> list[dict[str, Any]]:
         """The rows logged so far (on resume: those of the interrupted run)."""
