@@ -27,6 +27,7 @@ is imported inside ``run`` / ``plot``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -36,19 +37,25 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
+from geomopt.interrupts import EXIT_INTERRUPTED, check_interrupt, interrupt_guard
+from geomopt.report import ReportEntry, render_table
 from geomopt.runs import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
+    RunBusyError,
     RunError,
     RunExistsError,
+    RunRecord,
     atomic_write_json,
     load_metrics,
     read_json,
@@ -65,7 +72,7 @@ __all__ = [
     "plot_run",
     "main",
     "plot_main",
-    "headline_table",
+    "OverallProgress",
     "provenance",
     "RESERVED_FIELDS",
     "check_ints",
@@ -74,7 +81,7 @@ __all__ = [
 
 C = TypeVar("C")
 
-RESERVED_FIELDS = frozenset({"out", "name", "overwrite", "plot"})
+RESERVED_FIELDS = frozenset({"out", "name", "overwrite", "plot", "debug"})
 """Command-line options of the runner; a config may not have fields with these names."""
 
 DEFAULT_OUT = Path("results")
@@ -214,6 +221,8 @@ class Progress:
         tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
         self.desc = desc
         self._warm = warmup
+        if _overall and _overall[-1].tty:
+            leave = None  # under reproduce's bar: vanish when done
         self.bar = _tqdm()(
             total=total,
             desc=_with_compiling(desc) if warmup > 0 else desc,
@@ -226,25 +235,27 @@ class Progress:
         )
 
     def update(self, n: int = 1, **postfix: Any) -> None:
+        check_interrupt()
         bar = self.bar
         if bar.disable:
             return
-        warm_done = 0 < self._warm <= n
-        if warm_done:
-            bar.set_description(self.desc, refresh=False)
-        bar.update(n)
-        if self._warm > 0:
-            self._warm -= n
-            if warm_done:  # measure rate and ETA from here on: compilation is behind us
-                now = bar._time()
-                bar.initial = bar.n
-                bar.start_t = bar.last_print_t = now
-                bar.last_print_n = bar.n
         if postfix:
             bar.set_postfix(
                 {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in postfix.items()},
                 refresh=False,
             )
+        if 0 < self._warm <= n:
+            # Compilation is behind us: count these steps without timing them, then measure the
+            # rate and ETA from here on (tqdm's smoothed rate would otherwise remember them).
+            self._warm = 0
+            done = bar.n + n
+            bar.reset(total=bar.total)  # restarts the clock and the smoothed rate
+            bar.n = bar.initial = bar.last_print_n = done
+            bar.set_description(self.desc)
+        else:
+            self._warm = max(0, self._warm - n)
+            bar.update(n)
+        _tick_overall()
 
     def set_description(self, desc: str) -> None:
         self.desc = desc
@@ -272,6 +283,100 @@ class Progress:
                 self.update(1)
         finally:
             self.close()
+
+
+class OverallProgress:
+    """``reproduce.py``'s bar above each experiment's own: experiment i of N, elapsed time, and
+    an ETA from the experiments' measured runtimes (``Experiment.seconds``), rescaled by how
+    fast this machine ran the experiments finished so far (reused runs do not count).
+
+    On a terminal it is a tqdm bar at the top (the experiments' bars appear under it and vanish
+    when done); elsewhere (CI logs) one line per experiment.
+    """
+
+    DEFAULT_ESTIMATE = 60.0
+    """Seconds assumed for an experiment with no measured runtime for the preset."""
+
+    def __init__(self, estimates: Sequence[float | None], *, desc: str, enabled: bool = True):
+        self.estimates = [float(e) if e else self.DEFAULT_ESTIMATE for e in estimates]
+        self.unknown = sum(not e for e in estimates)
+        self.tty = enabled and bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.enabled = enabled
+        self.desc = desc
+        self.t0 = self.t_exp = time.monotonic()
+        self.i = 0
+        self.done: list[tuple[float, float]] = []  # (estimate, seconds) of runs made here
+        self._last = 0.0
+        self.bar = _tqdm()(
+            total=len(self.estimates), desc=desc, position=0, leave=True, file=sys.stderr,
+            dynamic_ncols=True, disable=not self.tty,
+            bar_format="{desc} {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}",
+        )  # fmt: skip
+
+    def scale(self) -> float:
+        """Measured / estimated time of the experiments run so far, within [1/4, 4]."""
+        if not self.done:
+            return 1.0
+        ratio = sum(s for _, s in self.done) / sum(e for e, _ in self.done)
+        return min(max(ratio, 0.25), 4.0)
+
+    def eta(self) -> float:
+        """Seconds left: the current experiment's estimate minus its elapsed time, plus the
+        estimates of those after it, all rescaled."""
+        if self.i >= len(self.estimates):
+            return 0.0
+        k = self.scale()
+        current = max(k * self.estimates[self.i] - (time.monotonic() - self.t_exp), 0.0)
+        return current + k * sum(self.estimates[self.i + 1 :])
+
+    def _eta_text(self) -> str:
+        from geomopt.report import format_seconds
+
+        more = f" + {self.unknown} unmeasured" if self.unknown else ""
+        return f"ETA ~{format_seconds(self.eta())}{more}"
+
+    def start(self, i: int, name: str) -> None:
+        self.i, self.t_exp = i, time.monotonic()
+        label = f"[{i + 1}/{len(self.estimates)}] {name}"
+        if self.tty:
+            self.bar.set_description(f"{self.desc}: {name}", refresh=False)
+            self.bar.set_postfix_str(self._eta_text())
+        elif self.enabled:
+            from geomopt.report import format_seconds
+
+            elapsed = format_seconds(time.monotonic() - self.t0)
+            print(f"{label}: elapsed {elapsed}, {self._eta_text()}", file=sys.stderr, flush=True)
+
+    def finish(self, seconds: float | None, *, ran: bool) -> None:
+        if ran and seconds:
+            self.done.append((self.estimates[self.i], float(seconds)))
+        self.i += 1
+        self.t_exp = time.monotonic()
+        if self.tty:
+            self.bar.set_postfix_str(self._eta_text(), refresh=False)
+            self.bar.update(1)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.tty and now - self._last > 1.0:
+            self._last = now
+            self.bar.set_postfix_str(self._eta_text())
+
+    def __enter__(self) -> OverallProgress:
+        _overall.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _overall.remove(self)
+        self.bar.close()
+
+
+_overall: list[OverallProgress] = []
+
+
+def _tick_overall() -> None:
+    if _overall:
+        _overall[-1].tick()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,6 +419,7 @@ class Run:
 
     def log_rows(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append many rows at once (one open, one flush)."""
+        check_interrupt()
         text = "".join(json.dumps(to_jsonable(r)) + "\n" for r in rows)
         if not text or not self.primary:
             return
@@ -449,6 +555,7 @@ class Outcome:
     status: str
     seconds: float
     headline: dict[str, float]
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _check_headline(name: str, headline: Any) -> dict[str, float]:
@@ -489,9 +596,215 @@ def _sync_processes(tag: str) -> None:
 
 
 def run_folder(exp: Experiment, out: Path, name: str) -> Path:
-    if not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"run name {name!r}: expected a non-empty folder name")
+    if not name or "/" in name or name in (".", "..") or name.startswith("."):
+        raise ValueError(f"run name {name!r}: expected a folder name not starting with '.'")
     return Path(out) / exp.name / name
+
+
+def staging_folder(path: Path) -> Path:
+    """Where a run is written until it finishes: ``<parent>/.<name>.partial`` beside ``path``.
+
+    A finished run is renamed onto ``path`` (replacing the old run only then), so an interrupted
+    or failed run never touches what ``path`` held. An unfinished run of a resumable experiment
+    stays here and is resumed by the same command; other unfinished runs are removed.
+    """
+    return path.parent / f".{path.name}.partial"
+
+
+def check_out_dir(out: str | os.PathLike) -> Path:
+    """Create ``out`` if needed and check that runs can be written there.
+
+    Raises:
+        RunError: one line naming ``--out`` and what is wrong (a file, not creatable, read-only).
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out}: is a file, expected a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunError(
+            f"--out {out}: cannot create this folder ({e.strerror or e}); choose a writable one"
+        ) from e
+    try:
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise RunError(
+            f"--out {out}: cannot write there ({e.strerror or e}); choose a writable folder"
+        ) from e
+    return out
+
+
+@contextlib.contextmanager
+def _run_lock(path: Path, enabled: bool):
+    """Hold ``<parent>/.<name>.lock`` while a run writes ``path``; a second process is refused.
+
+    An OS file lock (``flock``): it is released when the process ends, however it ends, so a
+    crashed run never leaves a stale lock behind. Not available on Windows (no lock there).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    if not enabled or fcntl is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+            raise RunBusyError(
+                f"{path} is being written by another process ({holder}); wait for it to "
+                "finish, or run beside it with --name NAME"
+            ) from None
+        os.ftruncate(fd, 0)
+        stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        os.pwrite(fd, f"pid {os.getpid()} on {platform.node()} since {stamp}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _finished_problem(exp: Experiment, path: Path) -> str | None:
+    """Why the finished run at ``path`` cannot be used (``None``: it can)."""
+    try:
+        record = read_run(path)
+        check_record(exp, record)
+    except RunError as e:
+        return str(e)
+    return None
+
+
+def check_record(exp: Experiment, record: RunRecord) -> None:
+    """Check a run folder's content against ``exp``: its experiment, every config field of the
+    config type (a run of another geomopt version may lack some), a finished summary with a
+    flat numeric headline, and at least one metrics row.
+
+    Raises:
+        RunError: naming the file and what is missing.
+    """
+    path = record.path
+    if record.experiment != exp.name:
+        raise RunError(f"{path / CONFIG_FILE}: a run of {record.experiment!r}, not of {exp.name!r}")
+    missing = _missing_fields(exp.config_type, record.config.get("config"))
+    if missing:
+        raise RunError(
+            f"{path / CONFIG_FILE}: config lacks {', '.join(missing[:6])} (made by another "
+            f"version of geomopt)"
+        )
+    if record.summary is not None:
+        headline = record.summary.get("headline") if isinstance(record.summary, dict) else None
+        if not isinstance(headline, dict) or not headline:
+            raise RunError(f"{path / SUMMARY_FILE}: no headline numbers")
+        for k, v in headline.items():
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) or v in _NONFINITE):
+                raise RunError(f"{path / SUMMARY_FILE}: headline[{k!r}] = {v!r} is not a number")
+        if not record.metrics:
+            raise RunError(f"{path / METRICS_FILE}: no rows (the run logged nothing)")
+
+
+_NONFINITE = ("nan", "inf", "-inf")
+
+
+def _missing_fields(cls: type, values: Any, prefix: str = "") -> list[str]:
+    if not isinstance(values, dict):
+        return [prefix.rstrip(".") or "config"]
+    missing = []
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            missing.append(prefix + f.name)
+        elif dataclasses.is_dataclass(f.type) and isinstance(f.type, type):
+            missing += _missing_fields(f.type, values[f.name], f"{prefix}{f.name}.")
+    return missing
+
+
+def _headline_from_json(headline: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) if isinstance(v, str) else v for k, v in headline.items()}
+
+
+def _swap_in(stage: Path, path: Path) -> None:
+    """Rename the finished run ``stage`` onto ``path``; the old run is removed only after."""
+    old = None
+    if path.exists():
+        old = path.parent / f".{path.name}.replaced-{os.getpid()}"
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(path, old)
+    os.replace(stage, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """Where a run goes, decided before anything is written (so every host decides alike)."""
+
+    work: Path  # the folder the run writes into
+    resumed: bool
+    fresh: bool  # create ``work`` anew (removing what is there)
+    existing: Outcome | None = None
+
+
+def _plan(exp: Experiment, path: Path, cfg_json: Any, *, preset: str, overwrite: bool,
+          reuse: bool, primary: bool) -> _Plan:  # fmt: skip
+    stage = staging_folder(path)
+    if primary and (stage / SUMMARY_FILE).exists() and _finished_problem(exp, stage) is None:
+        _swap_in(stage, path)  # a finished run whose final rename was cut short: complete it
+    if (path / SUMMARY_FILE).exists():
+        problem = _finished_problem(exp, path)
+        if problem is None and not overwrite:
+            if reuse:
+                record = read_run(path)
+                return _Plan(path, False, False, Outcome(
+                    exp.name, preset, path, "existing", float(record.summary.get("seconds", 0.0)),
+                    _headline_from_json(record.headline), dict(record.details)))  # fmt: skip
+            raise RunExistsError(
+                f"{path} holds a finished run; pass --overwrite to replace it (the old run "
+                "stays until the new one finishes), or --name NAME to run beside it"
+            )
+        if problem is not None and not (overwrite or reuse):
+            raise RunExistsError(f"{problem}; pass --overwrite to run it again")
+    elif path.exists() and not overwrite:
+        # an unfinished run in the final folder (written by an older geomopt)
+        old = _read_config(path)
+        diff = _config_diff(old, cfg_json) if old is not None else []
+        if exp.resumable and old is not None and not diff:
+            return _Plan(path, True, False)
+        if not reuse:
+            if diff:
+                raise RunExistsError(
+                    f"{path} holds an unfinished run started with other settings "
+                    f"({', '.join(diff[:6])} differ); pass --overwrite to start it again, or "
+                    "--name NAME to run beside it"
+                )
+            raise RunExistsError(
+                f"{path} holds an unfinished run and {exp.name} cannot resume; pass --overwrite "
+                "to start it again"
+            )
+    if stage.exists() and exp.resumable:
+        old = _read_config(stage)
+        diff = _config_diff(old, cfg_json) if old is not None else ["config"]
+        if old is not None and not diff:
+            return _Plan(stage, True, False)
+        if not overwrite:
+            raise RunExistsError(
+                f"{stage} holds an unfinished run started with other settings "
+                f"({', '.join(diff[:6])} differ); pass --overwrite to discard it and start "
+                "again, or --name NAME to run beside it"
+            )
+    return _Plan(stage, False, True)
+
+
+def _read_config(path: Path) -> Any:
+    try:
+        return read_json(path / CONFIG_FILE).get("config")
+    except (RunError, AttributeError):
+        return None
 
 
 def execute(
@@ -508,16 +821,23 @@ def execute(
 ) -> Outcome:
     """Run ``exp`` with ``cfg`` in ``<out>/<exp.name>/<name or preset>`` under the runner's rules.
 
+    The run is written into a staging folder beside the final one (:func:`staging_folder`) and
+    renamed onto it when it finishes, so a finished run is replaced only by a finished one; a
+    lock file refuses a second process writing the same run.
+
     Args:
         preset: the preset ``cfg`` came from (recorded; also the default run name).
-        overwrite: replace a finished or unfinished run of the same name.
-        reuse: return a finished run's headline instead of refusing (``reproduce.py`` does this).
+        overwrite: replace a finished run, or restart an unfinished one, of the same name.
+        reuse: return a finished run's headline instead of refusing, and rerun an unfinished or
+            unreadable one (``reproduce.py`` does this).
         argv: the command line recorded in the provenance (``sys.argv`` by default).
 
     Raises:
-        ValueError: the config is invalid (no folder is created).
+        ValueError: the config is invalid (nothing is written).
+        RunError: ``out`` is not a writable folder.
         RunExistsError: a finished run is there and neither ``overwrite`` nor ``reuse``; or an
-            unfinished one that cannot be resumed, or was started with another config.
+            unfinished one that cannot be resumed, or was started with another config;
+            :class:`RunBusyError` if another process is writing it.
     """
     if type(cfg) is not exp.config_type:
         raise TypeError(
@@ -528,105 +848,113 @@ def execute(
     out = Path(out)
     path = run_folder(exp, out, name or preset)
     cfg_json = to_jsonable(cfg)
-    resumed = False
     primary = _process_index() == 0  # in multi-host runs only process 0 touches the folder
-    if path.exists() and not overwrite:
-        if (path / SUMMARY_FILE).exists():
-            if reuse:
-                record = read_run(path)
-                return Outcome(
-                    exp.name,
-                    preset,
-                    path,
-                    "existing",
-                    0.0,
-                    dict(record.summary.get("headline", {})),
-                )
-            raise RunExistsError(
-                f"{path} holds a finished run; pass --overwrite to replace it, or --name NAME "
-                "to run beside it"
-            )
-        if (path / CONFIG_FILE).exists():
-            old = read_json(path / CONFIG_FILE).get("config", {})
-            diff = _config_diff(old, cfg_json)
-            if diff:
-                raise RunExistsError(
-                    f"{path} holds an unfinished run started with other settings "
-                    f"({', '.join(diff[:6])} differ); pass --overwrite to start it again, or "
-                    "--name NAME to run beside it"
-                )
-        if not exp.resumable:
-            raise RunExistsError(
-                f"{path} holds an unfinished run and {exp.name} cannot resume; pass --overwrite "
-                "to start it again"
-            )
-        resumed = (path / CONFIG_FILE).exists()
+    if primary:
+        check_out_dir(out)
+    with _run_lock(path, primary):
+        plan = _plan(exp, path, cfg_json, preset=preset, overwrite=overwrite, reuse=reuse,
+                     primary=primary)  # fmt: skip
+        if plan.existing is not None:
+            return plan.existing
+        _sync_processes(f"geomopt run plan {path}")
+        work = plan.work
         if primary:
-            load_metrics(path / METRICS_FILE, repair=True)
-    elif path.exists() and primary:
-        import shutil
-
-        shutil.rmtree(path)
-    if primary:
-        path.mkdir(parents=True, exist_ok=True)
-    if primary and not resumed:
-        (path / METRICS_FILE).unlink(missing_ok=True)
-        atomic_write_json(
-            path / CONFIG_FILE,
-            {
-                "experiment": exp.name,
-                "preset": preset,
-                "run_name": path.name,
-                "config": cfg_json,
-                "provenance": provenance(argv),
-            },
-        )
-    if primary:
-        (path / METRICS_FILE).touch()
-    _sync_processes(f"geomopt run folder {path}")
-    run = Run(path, experiment=exp, config=cfg, preset=preset, out=out, resumed=resumed,
-              quiet=quiet or not primary, primary=primary)  # fmt: skip
-    t0 = time.perf_counter()
-    headline = _check_headline(exp.name, exp.run(cfg, run))
-    seconds = time.perf_counter() - t0
-    if not primary:
-        return Outcome(exp.name, preset, path, "resumed" if resumed else "ran", seconds, headline)
-    atomic_write_json(
-        path / SUMMARY_FILE,
-        {
-            "experiment": exp.name,
-            "preset": preset,
-            "run_name": path.name,
-            "headline": headline,
-            "seconds": seconds,
-            "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "details": run.details,
-        },
-    )
-    return Outcome(exp.name, preset, path, "resumed" if resumed else "ran", seconds, headline)
+            if plan.fresh and work.exists():
+                shutil.rmtree(work)
+            work.mkdir(parents=True, exist_ok=True)
+            if plan.resumed:
+                load_metrics(work / METRICS_FILE, repair=True)
+            else:
+                atomic_write_json(work / CONFIG_FILE, {
+                    "experiment": exp.name,
+                    "preset": preset,
+                    "run_name": path.name,
+                    "config": cfg_json,
+                    "provenance": provenance(argv),
+                })  # fmt: skip
+            (work / METRICS_FILE).touch()
+        _sync_processes(f"geomopt run folder {path}")
+        run = Run(work, experiment=exp, config=cfg, preset=preset, out=out,
+                  resumed=plan.resumed, quiet=quiet or not primary,
+                  primary=primary)  # fmt: skip
+        status = "resumed" if plan.resumed else "ran"
+        t0 = time.perf_counter()
+        try:
+            headline = _check_headline(exp.name, exp.run(cfg, run))
+            seconds = time.perf_counter() - t0
+            if primary:
+                atomic_write_json(work / SUMMARY_FILE, {
+                    "experiment": exp.name,
+                    "preset": preset,
+                    "run_name": path.name,
+                    "headline": headline,
+                    "seconds": seconds,
+                    "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                    "details": run.details,
+                })  # fmt: skip
+        except BaseException:
+            if primary and work != path and not exp.resumable:
+                shutil.rmtree(work, ignore_errors=True)  # nothing to resume from
+            raise
+        _sync_processes(f"geomopt run finished {path}")
+        if primary and work != path:
+            _swap_in(work, path)
+    return Outcome(exp.name, preset, path, status, seconds, headline, dict(run.details))
 
 
 def plot_run(exp: Experiment, run_dir: str | os.PathLike, out: str | os.PathLike) -> list[Path]:
     """Draw ``exp``'s figures from one finished run folder into ``out``.
 
     Raises:
-        RunError: the folder is missing, not a run of ``exp``, unfinished, or has corrupt files
-            (named in the message); or ``plot`` drew nothing.
+        RunError: the folder is missing, not a run of ``exp``, unfinished, or has missing or
+            corrupt content (named in the message); or ``plot`` drew nothing.
     """
     if exp.plot is None:
         return []
+    run_dir = Path(run_dir)
     record = read_run(run_dir)
     if record.experiment != exp.name:
         raise RunError(f"{run_dir}: a run of {record.experiment!r}, not of {exp.name!r}")
     if record.summary is None:
+        hint = _finish_hint(exp, record)
+        raise RunError(f"{run_dir}: unfinished run (no {SUMMARY_FILE}); {hint}")
+    check_record(exp, record)
+    try:
+        figures = [Path(p) for p in exp.plot(run_dir, Path(out))]
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        if isinstance(e, RunError):
+            raise
         raise RunError(
-            f"{run_dir}: unfinished run (no {SUMMARY_FILE}); finish it first by running the "
-            "same command again"
-        )
-    figures = [Path(p) for p in exp.plot(Path(run_dir), Path(out))]
+            f"{run_dir}: cannot draw {exp.name}'s figures from this run "
+            f"({type(e).__name__}: {e}); was it made by another version of geomopt?"
+        ) from e
     if not figures:
         raise RunError(f"{run_dir}: {exp.name} drew no figure from this run")
     return figures
+
+
+def rerun_command(exp: Experiment, record: RunRecord, *extra: str) -> str:
+    """The command that reruns the run in ``record``: its recorded command line when that was
+    the experiment's own script, else the script with the recorded preset, run name and
+    ``--out``; ``extra`` options are appended unless already there."""
+    argv = [str(a) for a in (record.config.get("provenance") or {}).get("argv") or []]
+    script = f"experiments/{exp.name}.py"
+    if argv and argv[0].endswith(script):
+        args = argv[1:]
+    else:
+        args = [record.preset or "quick"]
+        if record.path.name != record.preset:
+            args += ["--name", record.path.name]
+        args += ["--out", str(record.path.parents[2])]
+    args += [e for e in extra if e not in args]
+    return shlex.join(["uv", "run", script, *args])
+
+
+def _finish_hint(exp: Experiment, record: RunRecord) -> str:
+    if exp.resumable:
+        return f"resume it with: {rerun_command(exp, record)}"
+    cmd = rerun_command(exp, record, "--overwrite")
+    return f"{exp.name} cannot resume; run it again with: {cmd}"
 
 
 def figure_path(run_dir: str | os.PathLike, out: str | os.PathLike, stem: str) -> Path:
@@ -639,29 +967,21 @@ def figure_path(run_dir: str | os.PathLike, out: str | os.PathLike, stem: str) -
     return Path(out) / f"{stem}{suffix}.png"
 
 
-def headline_table(outcomes: Sequence[Outcome], *, width: int = 100) -> str:
-    """A plain-text table: experiment, preset, status, seconds, then its headline numbers."""
-    lines = []
-    for o in outcomes:
-        lines.append(f"{o.experiment} ({o.preset}, {o.status}, {o.seconds:.1f} s)  {o.path}")
-        items = [f"{k} = {_fmt(v)}" for k, v in o.headline.items()]
-        row = "   "
-        for item in items:
-            if len(row) + len(item) + 3 > width and row.strip():
-                lines.append(row.rstrip())
-                row = "   "
-            row += item + "   "
-        if row.strip():
-            lines.append(row.rstrip())
-    return "\n".join(lines)
-
-
-def _fmt(v: float) -> str:
-    if isinstance(v, int):
-        return str(v)
-    if not math.isfinite(v):
-        return str(v)
-    return f"{v:.4g}"
+def report_entry(exp: Experiment, outcome: Outcome, figures: Sequence[Path] = ()) -> ReportEntry:
+    """The final report's view of one finished run."""
+    return ReportEntry(
+        name=exp.name,
+        preset=outcome.preset,
+        status={"existing": "reused"}.get(outcome.status, outcome.status),
+        seconds=outcome.seconds,
+        headline=outcome.headline,
+        key_numbers=exp.key_numbers,
+        paper=exp.paper,
+        paper_source=exp.paper_source,
+        nan_reasons=outcome.details.get("nan_reasons", {}),
+        path=outcome.path,
+        figures=list(figures),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -675,9 +995,36 @@ class RunOptions:
     name: str | None = None
     """Run folder name (default: the preset's name)."""
     overwrite: bool = False
-    """Replace a finished or unfinished run of the same name."""
+    """Replace a finished run of the same name (the old one stays until the new one finishes)."""
     plot: bool = True
     """Draw the figures into <out>/figures/<family>/ when the run finishes."""
+    debug: bool = False
+    """Print the full traceback of an error (also: environment variable GEOMOPT_DEBUG=1)."""
+
+
+def debug_wanted(argv: Sequence[str] = ()) -> bool:
+    """``--debug`` among ``argv``, or ``GEOMOPT_DEBUG`` set to something other than 0/empty."""
+    return "--debug" in argv or os.environ.get("GEOMOPT_DEBUG", "0") not in ("", "0")
+
+
+EXPECTED_ERRORS = (ValueError, OSError, RunExistsError)
+"""Errors whose message says what to fix: printed as one line (others add a --debug hint)."""
+
+
+def report_error(prefix: str, e: BaseException, debug: bool) -> int:
+    """Print ``e`` as one line (the traceback only when ``debug``); return exit status 1."""
+    if debug:
+        import traceback
+
+        traceback.print_exception(e)
+    else:
+        msg = str(e) or type(e).__name__
+        if isinstance(e, OSError) and e.filename is not None and str(e.filename) not in msg:
+            msg = f"{e.filename}: {msg}"
+        if not isinstance(e, EXPECTED_ERRORS) or type(e) in (OSError, ValueError) and not msg:
+            msg = f"{type(e).__name__}: {msg} (run with --debug for the traceback)"
+        print(f"{prefix}: error: {msg}", file=sys.stderr)
+    return 1
 
 
 def _preset_help(exp: Experiment, default: str) -> str:
@@ -713,7 +1060,7 @@ def parse(
     preset, rest = _split_preset(exp, argv, default)
     cfg_type = exp.config_type
 
-    # name="" drops only the top-level prefix: `--seeds 32`, and nested fields keep theirs
+    # name="" drops only the top-level prefix: `--n-seeds 32`, and nested fields keep theirs
     # (`--optim.lr 1e-3`).
     Args = dataclasses.make_dataclass(
         "Args",
@@ -735,49 +1082,61 @@ def parse(
 
 
 def _interrupted(exp: Experiment, path: Path, argv: Sequence[str]) -> None:
+    """One line: what was kept and the command that continues (the same one, as typed)."""
     cmd = shlex.join(["uv", "run", *argv]) if argv else "the same command"
-    if exp.resumable:
-        hint = f"resume with: {cmd}"
+    stage = staging_folder(path)
+    kept = (
+        "; the finished run there is unchanged"
+        if (path / SUMMARY_FILE).exists()
+        else ""
+    )
+    if exp.resumable and stage.exists():
+        msg = f"the unfinished run is kept in {stage}{kept}; resume with: {cmd}"
+    elif exp.resumable and path.exists() and not (path / SUMMARY_FILE).exists():
+        msg = f"the unfinished run is kept in {path}; resume with: {cmd}"
     else:
-        hint = f"{exp.name} cannot resume; start again with: {cmd} --overwrite"
-    print(f"\ninterrupted: {path} kept unfinished; {hint}", file=sys.stderr)
+        msg = f"nothing was written to {path}{kept}; start again with: {cmd}"
+    print(f"\ninterrupted: {msg}", file=sys.stderr)
 
 
 def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "quick") -> int:
-    """The command line of one experiment: parse, run, plot, print the headline table.
+    """The command line of one experiment: parse, run, plot, print the headline numbers.
 
     Returns the process exit code (0 on success, 1 on a refused or failed run, 130 on Ctrl-C).
+    Errors are one line (the traceback with ``--debug``); Ctrl-C stops within seconds (see
+    :mod:`geomopt.interrupts`).
     """
     argv_full = list(sys.argv if argv is None else [sys.argv[0], *argv])
     prog = Path(argv_full[0]).name if argv_full else None
     preset, cfg, opts = parse(exp, argv_full[1:], default=default, prog=prog)
-    path = run_folder(exp, opts.out, opts.name or preset)
-    try:
-        outcome = execute(
-            exp,
-            cfg,
-            preset=preset,
-            out=opts.out,
-            name=opts.name,
-            overwrite=opts.overwrite,
-            argv=argv_full,
-        )
-    except KeyboardInterrupt:
-        _interrupted(exp, path, argv_full)
-        return 130
-    except (RunExistsError, ValueError) as e:
-        print(f"{exp.name}: {e}", file=sys.stderr)
-        return 1
-    print(headline_table([outcome]))
-    if opts.plot and exp.plot is not None:
-        figures_out = Path(opts.out) / "figures" / exp.family
+    debug = opts.debug or debug_wanted()
+    with interrupt_guard():
         try:
-            for fig in plot_run(exp, outcome.path, figures_out):
-                print(f"figure: {fig}")
-        except RunError as e:
-            print(f"{exp.name}: {e}", file=sys.stderr)
-            return 1
-    return 0
+            path = run_folder(exp, opts.out, opts.name or preset)
+            outcome = execute(exp, cfg, preset=preset, out=opts.out, name=opts.name,
+                              overwrite=opts.overwrite, argv=argv_full)  # fmt: skip
+        except KeyboardInterrupt:
+            _interrupted(exp, path, argv_full)
+            return EXIT_INTERRUPTED
+        except Exception as e:
+            return report_error(exp.name, e, debug)
+        figures: list[Path] = []
+        status = 0
+        if opts.plot and exp.plot is not None:
+            try:
+                figures = plot_run(exp, outcome.path, Path(opts.out) / "figures" / exp.family)
+            except KeyboardInterrupt:
+                print(f"\ninterrupted while drawing; the run is finished in {outcome.path}",
+                      file=sys.stderr)  # fmt: skip
+                return EXIT_INTERRUPTED
+            except Exception as e:
+                status = report_error(exp.name, e, debug)
+    entry = report_entry(exp, outcome, figures)
+    render_table([entry], all_keys=True)
+    print(f"run: {outcome.path}")
+    for fig in figures:
+        print(f"figure: {fig}")
+    return status
 
 
 def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = None) -> int:
@@ -805,6 +1164,7 @@ def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = No
         action="store_true",
         help="write into the experiment's committed figures folder",
     )
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     args = parser.parse_args(argv)
     if args.experiment not in by_name:
         print(
@@ -812,7 +1172,11 @@ def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = No
         )
         return 2
     exp = by_name[args.experiment]
-    runs = args.runs or [run_folder(exp, args.out, args.preset)]
+    debug = args.debug or debug_wanted()
+    try:
+        runs = args.runs or [run_folder(exp, args.out, args.preset)]
+    except ValueError as e:
+        return report_error(f"plot {exp.name}", e, debug)
     if args.update_committed:
         if exp.figures_dir is None:
             print(f"{exp.name} has no committed figures", file=sys.stderr)
@@ -823,9 +1187,25 @@ def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = No
     status = 0
     for run_dir in runs:
         try:
+            if not Path(run_dir).exists():
+                raise RunError(_missing_run_hint(exp, Path(run_dir)))
             for fig in plot_run(exp, run_dir, target):
                 print(f"figure: {fig}")
-        except RunError as e:
-            print(f"plot {exp.name}: {e}", file=sys.stderr)
-            status = 1
+        except Exception as e:
+            status = report_error(f"plot {exp.name}", e, debug)
     return status
+
+
+def _missing_run_hint(exp: Experiment, run_dir: Path) -> str:
+    """Why ``run_dir`` has nothing to plot, and the command that makes it."""
+    stage = staging_folder(run_dir)
+    if stage.exists() and (stage / CONFIG_FILE).exists():
+        record = read_run(stage)
+        return (f"{run_dir}: not finished yet (unfinished run in {stage}); "
+                f"{_finish_hint(exp, dataclasses.replace(record, path=run_dir))}")  # fmt: skip
+    name = run_dir.name
+    args = [name] if name in exp.presets else ["quick", "--name", name]
+    if len(run_dir.parents) >= 3:
+        args += ["--out", str(run_dir.parents[2])]
+    cmd = shlex.join(["uv", "run", f"experiments/{exp.name}.py", *args])
+    return f"{run_dir}: no such run folder; make it with: {cmd}"

@@ -1,29 +1,46 @@
 """``experiments/reproduce.py``: run one preset of every registered experiment, then plot.
 
-    uv run experiments/reproduce.py                 # every quick preset
     uv run experiments/reproduce.py smoke           # every smoke preset (CI runs this)
-    uv run experiments/reproduce.py paper --only gfm/paths
+    uv run experiments/reproduce.py --only gfm/paths     # one experiment's quick preset
+    uv run experiments/reproduce.py                 # every quick preset (hours on 2 cores)
     uv run experiments/reproduce.py --list
 
 Runs go to ``<out>/<family>/<name>/<preset>/``, figures to ``<out>/figures/<family>/``, and the
-table of outcomes and headline numbers to ``<out>/summary.md`` / ``summary.json``. A finished
-run is reused (not rerun) unless ``--overwrite`` is given.
+report (key numbers beside the paper's, times, links) to ``<out>/summary.md`` / ``summary.json``.
+A finished run is reused (not rerun) unless ``--overwrite`` is given; an unfinished or unreadable
+one is run again (a resumable one resumes). A failing experiment is reported in one line (its
+traceback saved under ``<out>/errors/``) and the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as _dt
+import shlex
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from geomopt.experiment import DEFAULT_OUT, Experiment, Outcome, execute, headline_table, plot_run
-from geomopt.runs import atomic_write_bytes, atomic_write_json
+from geomopt.experiment import (
+    DEFAULT_OUT,
+    Experiment,
+    Outcome,
+    OverallProgress,
+    check_out_dir,
+    debug_wanted,
+    execute,
+    plot_run,
+    provenance,
+    report_entry,
+)
+from geomopt.interrupts import EXIT_INTERRUPTED, interrupt_guard
+from geomopt.report import ReportEntry, format_seconds, render_markdown, render_table
+from geomopt.runs import RunError, atomic_write_bytes, atomic_write_json
 
-__all__ = ["reproduce", "main", "select"]
+__all__ = ["reproduce", "main", "select", "Result"]
 
 
 def select(experiments: Sequence[Experiment], only: Sequence[str]) -> list[Experiment]:
@@ -37,12 +54,25 @@ def select(experiments: Sequence[Experiment], only: Sequence[str]) -> list[Exper
 
 @dataclasses.dataclass
 class Result:
+    """One experiment of a reproduction. ``seconds`` is the run's own time (recorded in its
+    ``summary.json``; for a reused run, the time it took when it ran); ``wall`` adds plotting."""
+
     outcome: Outcome | None
     name: str
     status: str
-    seconds: float
+    seconds: float | None
     figures: list[str]
     error: str = ""
+    wall: float = 0.0
+
+
+def _error_log(out: Path, exp: Experiment, e: BaseException) -> Path | None:
+    path = out / "errors" / f"{exp.name.replace('/', '_')}.txt"
+    try:
+        atomic_write_bytes(path, "".join(traceback.format_exception(e)).encode())
+    except OSError:
+        return None
+    return path
 
 
 def reproduce(
@@ -53,128 +83,180 @@ def reproduce(
     overwrite: bool = False,
     keep_going: bool = True,
     argv: Sequence[str] | None = None,
+    debug: bool = False,
 ) -> list[Result]:
-    """Run ``preset`` of each experiment (reusing finished runs), plot it, write the summary."""
-    out = Path(out)
-    results = []
-    for i, exp in enumerate(experiments):
-        print(f"[{i + 1}/{len(experiments)}] {exp.name} ({preset}): {exp.description}",
-              file=sys.stderr, flush=True)  # fmt: skip
-        t0 = time.perf_counter()
-        try:
-            outcome = execute(exp, exp.preset(preset), preset=preset, out=out,
-                              overwrite=overwrite, reuse=True, argv=argv)  # fmt: skip
-            figs = [str(p) for p in plot_run(exp, outcome.path, out / "figures" / exp.family)]
-            results.append(Result(outcome, exp.name, outcome.status, time.perf_counter() - t0,
-                                  figs))  # fmt: skip
-        except KeyboardInterrupt:
-            raise
-        except Exception as e:
-            if not keep_going:
-                raise
-            err = traceback.format_exc()
-            print(err, file=sys.stderr)
-            results.append(Result(None, exp.name, "FAILED", time.perf_counter() - t0, [],
-                                  f"{type(e).__name__}: {e}"))  # fmt: skip
-        r = results[-1]
-        print(f"[{i + 1}/{len(experiments)}] {exp.name}: {r.status} in {r.seconds:.1f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-    atomic_write_json(out / "summary.json", {
-        "preset": preset,
-        "results": [
-            {"experiment": r.name, "status": r.status, "seconds": r.seconds,
-             "figures": r.figures, "error": r.error,
-             "run": str(r.outcome.path) if r.outcome else None,
-             "headline": r.outcome.headline if r.outcome else {}}
-            for r in results
-        ],
-    })  # fmt: skip
-    atomic_write_bytes(out / "summary.md", format_markdown(results, preset).encode())
+    """Run ``preset`` of each experiment (reusing finished runs), plot it, write the summary.
+
+    Ctrl-C stops at once: the summary of what finished is written, then ``KeyboardInterrupt``
+    propagates.
+    """
+    out = check_out_dir(out)
+    results: list[Result] = []
+    t_start = time.perf_counter()
+    overall = OverallProgress([e.seconds.get(preset) for e in experiments],
+                              desc=f"reproduce {preset}")  # fmt: skip
+    try:
+        with overall:
+            for i, exp in enumerate(experiments):
+                overall.start(i, exp.name)
+                results.append(_one(exp, preset, out, overwrite, argv, debug, keep_going))
+                r = results[-1]
+                overall.finish(r.seconds, ran=r.status in ("ran", "resumed"))
+                if r.status == "FAILED":
+                    overall.bar.write(f"{exp.name}: FAILED: {r.error}", file=sys.stderr)
+    finally:
+        _write_summary(results, experiments, preset, out, time.perf_counter() - t_start)
     return results
 
 
-def format_markdown(results: Sequence[Result], preset: str) -> str:
-    lines = [
-        f"# geomopt reproduction ({preset} preset)",
-        "",
-        "| experiment | status | runtime (s) | headline | figures |",
-        "|---|---|---:|---|---|",
-    ]
+def _one(exp, preset, out, overwrite, argv, debug, keep_going) -> Result:
+    t0 = time.perf_counter()
+    try:
+        outcome = execute(exp, exp.preset(preset), preset=preset, out=out, overwrite=overwrite,
+                          reuse=True, argv=argv)  # fmt: skip
+        figs = [str(p) for p in plot_run(exp, outcome.path, out / "figures" / exp.family)]
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        if not keep_going:
+            raise
+        log = _error_log(out, exp, e)
+        if debug:
+            traceback.print_exception(e)
+        where = f" (traceback: {log})" if log is not None and not _expected(e) else ""
+        return Result(None, exp.name, "FAILED", None, [], f"{_one_line(e)}{where}",
+                      time.perf_counter() - t0)  # fmt: skip
+    return Result(outcome, exp.name, outcome.status, outcome.seconds, figs, "",
+                  time.perf_counter() - t0)  # fmt: skip
+
+
+def _expected(e: BaseException) -> bool:
+    from geomopt.experiment import EXPECTED_ERRORS
+
+    return isinstance(e, EXPECTED_ERRORS)
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split()) or type(e).__name__
+    return msg if _expected(e) else f"{type(e).__name__}: {msg}"
+
+
+def _entries(results: Sequence[Result], experiments: Sequence[Experiment]) -> list[ReportEntry]:
+    by_name = {e.name: e for e in experiments}
+    entries = []
     for r in results:
-        head = r.outcome.headline if r.outcome else {}
-        hl = "<br>".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
-                         for k, v in head.items()) or "-"  # fmt: skip
-        figs = "<br>".join(r.figures) or "-"
-        status = r.status if not r.error else f"{r.status}: {r.error.splitlines()[0]}"
-        lines.append(f"| {r.name} | {status} | {r.seconds:.1f} | {hl} | {figs} |")
-    lines += ["", f"Total: {sum(r.seconds for r in results):.1f} s"]
-    return "\n".join(lines) + "\n"
+        exp = by_name[r.name]
+        if r.outcome is not None:
+            entries.append(report_entry(exp, r.outcome, [Path(f) for f in r.figures]))
+        else:
+            entries.append(ReportEntry(exp.name, "", r.status, None, error=r.error))
+    return entries
+
+
+def _write_summary(results, experiments, preset, out: Path, total: float) -> None:
+    entries = _entries(results, experiments)
+    for e in entries:
+        e.preset = e.preset or preset
+    commit = provenance_commit()
+    try:
+        atomic_write_json(out / "summary.json", {
+            "preset": preset,
+            "commit": commit,
+            "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "seconds": total,
+            "results": [
+                {"experiment": r.name, "status": r.status, "seconds": r.seconds,
+                 "figures": r.figures, "error": r.error,
+                 "run": str(r.outcome.path) if r.outcome else None,
+                 "headline": r.outcome.headline if r.outcome else {}}
+                for r in results
+            ],
+        })  # fmt: skip
+        text = render_markdown(entries, preset=preset, root=out, commit=commit,
+                               total_seconds=total)  # fmt: skip
+        atomic_write_bytes(out / "summary.md", text.encode())
+    except OSError as e:
+        print(f"reproduce: error: cannot write the summary into {out} ({e})", file=sys.stderr)
+
+
+def provenance_commit() -> str | None:
+    """The git commit (with ``+dirty`` when tracked files changed) of this checkout."""
+    p = provenance([])
+    commit = p.get("git_commit")
+    if commit and p.get("git_dirty"):
+        commit += "+dirty"
+    return commit
+
+
+RUNTIMES = ("Measured on a quiet 2-core CPU: the smoke set in about 3 minutes; the quick set takes "
+            "hours, so use --only to reproduce one figure.")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from geomopt.registry import load_all
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="reproduce.py",
-        description=__doc__.split("\n\n")[0] + " Measured on a quiet 2-core machine: the smoke "
-        "set about 220 s; the quick set takes hours there (see README.md), so use --only to "
-        "reproduce one figure.",
+        description="Run one preset of every experiment (or those chosen with --only), draw "
+        "their figures and write a report beside the paper's numbers to <out>/summary.md. "
+        + RUNTIMES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "preset",
-        nargs="?",
-        default="quick",
-        help="preset to run for every experiment: smoke, quick (default), paper",
-    )
+    parser.add_argument("preset", nargs="?", default="quick",
+                        help="preset to run for every experiment: smoke, quick (default), paper")
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
-    parser.add_argument(
-        "--only",
-        nargs="+",
-        default=(),
-        metavar="NAME",
-        help="run only experiments whose name starts with one of these",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help="folder for runs, figures and the summary (default: results)",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="rerun experiments whose run folder is already finished",
-    )
+    parser.add_argument("--only", nargs="+", default=(), metavar="NAME",
+                        help="run only experiments whose name starts with one of these")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="folder for runs, figures and the summary (default: results)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="rerun experiments whose run folder is already finished")
     parser.add_argument("--stop-on-error", action="store_true",
-                        help="stop at the first failing experiment")  # fmt: skip
+                        help="stop at the first failing experiment")
+    parser.add_argument("--debug", action="store_true",
+                        help="print tracebacks (also: GEOMOPT_DEBUG=1)")  # fmt: skip
     args = parser.parse_args(argv)
+    debug = args.debug or debug_wanted()
     experiments = load_all()
     if args.list:
         for e in experiments:
-            print(f"{e.name:28s} {', '.join(e.presets):28s} {e.description}")
+            times = ", ".join(f"{p} {format_seconds(s)}" for p, s in e.seconds.items())
+            print(f"{e.name:24s} {', '.join(e.presets):26s} {e.description}"
+                  + (f" [{times}]" if times else ""))  # fmt: skip
         return 0
     try:
         chosen = select(experiments, args.only)
     except ValueError as e:
-        print(e, file=sys.stderr)
+        print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
     missing = [e.name for e in chosen if args.preset not in e.presets]
     if missing:
-        print(f"preset {args.preset!r} missing in {missing}", file=sys.stderr)
+        print(f"reproduce: error: preset {args.preset!r} missing in {missing}", file=sys.stderr)
         return 2
-    full_argv = ["experiments/reproduce.py", *(sys.argv[1:] if argv is None else argv)]
     try:
-        results = reproduce(chosen, preset=args.preset, out=args.out, overwrite=args.overwrite,
-                            keep_going=not args.stop_on_error, argv=full_argv)  # fmt: skip
-    except KeyboardInterrupt:
-        print("\ninterrupted; run the same command again to continue (finished runs are reused)",
-              file=sys.stderr)  # fmt: skip
-        return 130
+        check_out_dir(args.out)
+    except RunError as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return 2
+    full_argv = ["experiments/reproduce.py", *argv]
+    with interrupt_guard():
+        try:
+            results = reproduce(chosen, preset=args.preset, out=args.out,
+                                overwrite=args.overwrite, keep_going=not args.stop_on_error,
+                                argv=full_argv, debug=debug)  # fmt: skip
+        except KeyboardInterrupt:
+            print("\ninterrupted; finished runs are kept and reused: continue with: "
+                  f"{shlex.join(['uv', 'run', *full_argv])}", file=sys.stderr)  # fmt: skip
+            return EXIT_INTERRUPTED
+        except Exception as e:  # only with --stop-on-error
+            from geomopt.experiment import report_error
+
+            return report_error("reproduce", e, debug)
     print()
-    print(headline_table([r.outcome for r in results if r.outcome is not None]))
-    for r in results:
-        if r.status == "FAILED":
-            print(f"FAILED {r.name}: {r.error}")
+    render_table(_entries(results, chosen), title=f"geomopt reproduction, {args.preset} preset")
+    failed = [r for r in results if r.status == "FAILED"]
+    for r in failed:
+        print(f"FAILED {r.name}: {r.error}")
     print(f"\nsummary: {args.out / 'summary.md'}   figures: {args.out / 'figures'}")
-    return 0 if all(r.status != "FAILED" for r in results) else 1
+    return 1 if failed else 0

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "RunExistsError",
+    "RunBusyError",
     "atomic_write_bytes",
     "atomic_write_json",
     "load_metrics",
@@ -42,6 +43,10 @@ SUMMARY_FILE = "summary.json"
 
 class RunExistsError(FileExistsError):
     """A complete run folder exists and ``overwrite`` was not requested."""
+
+
+class RunBusyError(RunExistsError):
+    """Another process is writing the same run folder (its lock file is held)."""
 
 
 class RunError(ValueError):
