@@ -46,7 +46,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
-from geomopt.interrupts import EXIT_INTERRUPTED, check_interrupt, interrupt_guard
+from geomopt.interrupts import (
+    EXIT_INTERRUPTED,
+    check_interrupt,
+    exit_interrupted,
+    interrupt_guard,
+    interrupt_requested,
+)
 from geomopt.report import ReportEntry, render_table
 from geomopt.runs import (
     CONFIG_FILE,
@@ -1081,22 +1087,26 @@ def parse(
     return preset, args.config, args.run
 
 
-def _interrupted(exp: Experiment, path: Path, argv: Sequence[str]) -> None:
-    """One line: what was kept and the command that continues (the same one, as typed)."""
+def _interrupt_message(exp: Experiment, path: Path, argv: Sequence[str]) -> str:
+    """What an interrupted run kept, and the command that continues (the same one, as typed)."""
     cmd = shlex.join(["uv", "run", *argv]) if argv else "the same command"
     stage = staging_folder(path)
-    kept = (
-        "; the finished run there is unchanged"
-        if (path / SUMMARY_FILE).exists()
-        else ""
-    )
+    kept = "; the finished run there is unchanged" if (path / SUMMARY_FILE).exists() else ""
     if exp.resumable and stage.exists():
         msg = f"the unfinished run is kept in {stage}{kept}; resume with: {cmd}"
     elif exp.resumable and path.exists() and not (path / SUMMARY_FILE).exists():
         msg = f"the unfinished run is kept in {path}; resume with: {cmd}"
     else:
         msg = f"nothing was written to {path}{kept}; start again with: {cmd}"
-    print(f"\ninterrupted: {msg}", file=sys.stderr)
+    return f"interrupted: {msg}"
+
+
+def _interrupted(exp: Experiment, path: Path, argv: Sequence[str], cli: bool) -> None:
+    """Print :func:`_interrupt_message`; at the command line, then exit at once
+    (:func:`geomopt.interrupts.exit_interrupted`)."""
+    print(f"\n{_interrupt_message(exp, path, argv)}", file=sys.stderr)
+    if cli:
+        exit_interrupted()
 
 
 def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "quick") -> int:
@@ -1106,20 +1116,27 @@ def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "
     Errors are one line (the traceback with ``--debug``); Ctrl-C stops within seconds (see
     :mod:`geomopt.interrupts`).
     """
+    cli = argv is None
     argv_full = list(sys.argv if argv is None else [sys.argv[0], *argv])
     prog = Path(argv_full[0]).name if argv_full else None
     preset, cfg, opts = parse(exp, argv_full[1:], default=default, prog=prog)
     debug = opts.debug or debug_wanted()
-    with interrupt_guard():
+    try:
+        path = run_folder(exp, opts.out, opts.name or preset)
+    except ValueError as e:
+        return report_error(exp.name, e, debug)
+    with interrupt_guard(message=lambda: _interrupt_message(exp, path, argv_full)):
         try:
-            path = run_folder(exp, opts.out, opts.name or preset)
             outcome = execute(exp, cfg, preset=preset, out=opts.out, name=opts.name,
                               overwrite=opts.overwrite, argv=argv_full)  # fmt: skip
-        except KeyboardInterrupt:
-            _interrupted(exp, path, argv_full)
-            return EXIT_INTERRUPTED
         except Exception as e:
-            return report_error(exp.name, e, debug)
+            if not interrupt_requested():
+                return report_error(exp.name, e, debug)
+            _interrupted(exp, path, argv_full, cli)  # an error caused by the interrupt
+            return EXIT_INTERRUPTED
+        except KeyboardInterrupt:
+            _interrupted(exp, path, argv_full, cli)
+            return EXIT_INTERRUPTED
         figures: list[Path] = []
         status = 0
         if opts.plot and exp.plot is not None:
@@ -1128,6 +1145,8 @@ def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "
             except KeyboardInterrupt:
                 print(f"\ninterrupted while drawing; the run is finished in {outcome.path}",
                       file=sys.stderr)  # fmt: skip
+                if cli:
+                    exit_interrupted()
                 return EXIT_INTERRUPTED
             except Exception as e:
                 status = report_error(exp.name, e, debug)

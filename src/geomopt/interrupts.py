@@ -27,13 +27,20 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from time import monotonic as _monotonic
 
-__all__ = ["interrupt_guard", "check_interrupt", "interrupt_requested", "EXIT_INTERRUPTED"]
+__all__ = [
+    "interrupt_guard",
+    "check_interrupt",
+    "interrupt_requested",
+    "exit_interrupted",
+    "EXIT_INTERRUPTED",
+]
 
 EXIT_INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
-_state = {"requested": False, "count": 0, "active": False}
+_state = {"requested": False, "count": 0, "active": False, "first": 0.0}
 
 
 def interrupt_requested() -> bool:
@@ -47,32 +54,61 @@ def check_interrupt() -> None:
         raise KeyboardInterrupt
 
 
+def exit_interrupted() -> None:
+    """End a command-line process after Ctrl-C was handled: flush and exit 130 at once.
+
+    Interpreter shutdown would wait for (and can crash in) library threads still busy with
+    the interrupted work, e.g. an XLA compilation; everything worth keeping is on disk by now.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(EXIT_INTERRUPTED)
+
+
 def _exit_now(reason: str) -> None:
     try:
-        sys.stderr.write(f"\n{reason}; exiting now\n")
+        sys.stderr.write(f"\n{reason}\n")
         sys.stderr.flush()
     finally:
         os._exit(EXIT_INTERRUPTED)
 
 
+DUPLICATE_WINDOW = 1.0
+"""A SIGINT this soon after the first is the same Ctrl-C delivered twice (``uv run`` forwards
+SIGINT to its child when there is no terminal, on top of the process group's copy)."""
+
+
 def _on_sigint(signum, frame) -> None:
+    now = _monotonic()
+    if _state["count"] and now - _state["first"] < DUPLICATE_WINDOW:
+        return
     _state["count"] += 1
     if _state["count"] >= 2:
         _exit_now("second Ctrl-C")
-    _state["requested"] = True
+    _state["requested"], _state["first"] = True, now
     raise KeyboardInterrupt
 
 
-def _watchdog(read_fd: int, grace: float, stop: threading.Event) -> None:
+def _watchdog(read_fd: int, grace: float, stop: threading.Event, message) -> None:
     sigint = signal.SIGINT.value
-    deadline = None
+    deadline = first = None
     while not stop.is_set():
         timeout = None if deadline is None else max(0.0, deadline - _monotonic())
         ready, _, _ = select.select([read_fd], [], [], timeout)
         if stop.is_set():
             return
         if not ready:  # the grace period ran out and the program is still going
-            _exit_now(f"still running {grace:g} s after Ctrl-C (inside a library call)")
+            extra = ""
+            if message is not None:
+                try:
+                    extra = f"\n{message()}"
+                except Exception:  # the exit must not depend on the message
+                    pass
+            _exit_now(f"still running {grace:g} s after Ctrl-C (inside a library call); "
+                      f"exiting now{extra}")  # fmt: skip
         try:
             data = os.read(read_fd, 64)
         except OSError:
@@ -82,22 +118,21 @@ def _watchdog(read_fd: int, grace: float, stop: threading.Event) -> None:
         for byte in data:
             if byte != sigint:
                 continue
-            if deadline is not None:  # the main thread may be stuck: do not wait for it
-                _exit_now("second Ctrl-C")
-            deadline = _monotonic() + grace
+            now = _monotonic()
+            if deadline is None:
+                first, deadline = now, now + grace
+            elif now - first >= DUPLICATE_WINDOW:  # the main thread may be stuck: exit now
+                _exit_now("second Ctrl-C; exiting now")
 
 
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
 
 
 @contextlib.contextmanager
-def interrupt_guard(grace: float = 5.0) -> Iterator[None]:
+def interrupt_guard(grace: float = 5.0, message=None) -> Iterator[None]:
     """Handle Ctrl-C as described in the module docstring while the block runs.
 
-    A no-op outside the main thread, or when a guard is already active (nested use).
+    ``message()``, if given, is printed when the watchdog ends the process (what was kept and
+    how to continue). A no-op outside the main thread, or when a guard is already active.
     """
     if threading.current_thread() is not threading.main_thread() or _state["active"]:
         yield
@@ -113,14 +148,15 @@ def interrupt_guard(grace: float = 5.0) -> Iterator[None]:
     watchdog = None
     if old_wakeup is not None:
         watchdog = threading.Thread(
-            target=_watchdog, args=(read_fd, grace, stop), name="ctrl-c watchdog", daemon=True
+            target=_watchdog, args=(read_fd, grace, stop, message), name="ctrl-c watchdog",
+            daemon=True,
         )
         watchdog.start()
-    _state.update(requested=False, count=0, active=True)
+    _state.update(requested=False, count=0, active=True, first=0.0)
     try:
         yield
     finally:
-        _state.update(requested=False, count=0, active=False)
+        _state.update(requested=False, count=0, active=False, first=0.0)
         stop.set()
         if old_wakeup is not None:
             signal.set_wakeup_fd(old_wakeup)

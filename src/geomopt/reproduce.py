@@ -36,7 +36,12 @@ from geomopt.experiment import (
     provenance,
     report_entry,
 )
-from geomopt.interrupts import EXIT_INTERRUPTED, interrupt_guard
+from geomopt.interrupts import (
+    EXIT_INTERRUPTED,
+    exit_interrupted,
+    interrupt_guard,
+    interrupt_requested,
+)
 from geomopt.report import ReportEntry, format_seconds, render_markdown, render_table
 from geomopt.runs import RunError, atomic_write_bytes, atomic_write_json
 
@@ -118,6 +123,8 @@ def _one(exp, preset, out, overwrite, argv, debug, keep_going) -> Result:
     except KeyboardInterrupt:
         raise
     except Exception as e:
+        if interrupt_requested():  # an error caused by the interrupt (e.g. a cut import)
+            raise KeyboardInterrupt from e
         if not keep_going:
             raise
         log = _error_log(out, exp, e)
@@ -195,6 +202,7 @@ RUNTIMES = ("Measured on a quiet 2-core CPU: the smoke set in about 3 minutes; t
 def main(argv: Sequence[str] | None = None) -> int:
     from geomopt.registry import load_all
 
+    cli = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="reproduce.py",
@@ -240,14 +248,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
     full_argv = ["experiments/reproduce.py", *argv]
-    with interrupt_guard():
+    hint = ("interrupted; finished runs are kept and reused: continue with: "
+            f"{shlex.join(['uv', 'run', *full_argv])}")  # fmt: skip
+    with interrupt_guard(message=lambda: hint):
         try:
             results = reproduce(chosen, preset=args.preset, out=args.out,
                                 overwrite=args.overwrite, keep_going=not args.stop_on_error,
                                 argv=full_argv, debug=debug)  # fmt: skip
         except KeyboardInterrupt:
-            print("\ninterrupted; finished runs are kept and reused: continue with: "
-                  f"{shlex.join(['uv', 'run', *full_argv])}", file=sys.stderr)  # fmt: skip
+            print(f"\n{hint}", file=sys.stderr)
+            if cli:
+                exit_interrupted()
             return EXIT_INTERRUPTED
         except Exception as e:  # only with --stop-on-error
             from geomopt.experiment import report_error
