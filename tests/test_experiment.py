@@ -116,28 +116,125 @@ def test_finished_run_is_never_replaced_without_overwrite(tmp_path):
     assert beside.path.name == "other"
 
 
-def test_unfinished_run_is_refused_or_resumed(tmp_path):
+def test_unfinished_run_is_removed_or_resumed(tmp_path):
+    """An interrupted run leaves nothing in the run folder; a resumable one keeps its staging
+    folder, which the same settings resume and other settings are refused for."""
     with pytest.raises(KeyboardInterrupt):
         execute(make(), Cfg(n=5, interrupt_at=3), preset="quick", out=tmp_path)
     path = tmp_path / "test" / "toy" / "quick"
-    assert len(load_metrics(path)) == 3 and not (path / "summary.json").exists()
-    with pytest.raises(RunExistsError, match="cannot resume; pass --overwrite"):
-        execute(make(), Cfg(n=5, interrupt_at=3), preset="quick", out=tmp_path)
-    with pytest.raises(RunExistsError, match="interrupt_at differ"):
-        execute(make(resumable=True), Cfg(n=5), preset="quick", out=tmp_path)
+    stage = ex.staging_folder(path)
+    assert not path.exists() and not stage.exists()
+    again = execute(make(), Cfg(n=5), preset="quick", out=tmp_path)  # nothing to refuse
+    assert again.status == "ran" and again.headline["steps"] == 5
+    with pytest.raises(KeyboardInterrupt):
+        execute(make(resumable=True), Cfg(n=5, interrupt_at=3), preset="r", out=tmp_path)
+    path, stage = (
+        tmp_path / "test" / "toy" / "r",
+        ex.staging_folder(tmp_path / "test" / "toy" / "r"),
+    )
+    assert not path.exists() and len(load_metrics(stage)) == 3
+    with pytest.raises(RunExistsError, match="interrupt_at differ.*--overwrite to discard"):
+        execute(make(resumable=True), Cfg(n=5), preset="r", out=tmp_path)
     # the same settings resume: the three logged rows are kept and two more are added
-    with open(path / "metrics.jsonl", "a") as f:
+    with open(stage / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "val')  # a line cut short by the interruption
     cfg = Cfg(n=5, interrupt_at=3)
-    exp = make(resumable=True)
     # interrupt_at=3 is past: the run continues from step 3 only because rows 0..2 exist
     exp = dataclasses.replace(
-        exp, run=lambda c, r: _run(dataclasses.replace(c, interrupt_at=-1), r)
+        make(resumable=True), run=lambda c, r: _run(dataclasses.replace(c, interrupt_at=-1), r)
     )
-    outcome = execute(exp, cfg, preset="quick", out=tmp_path)
-    assert outcome.status == "resumed"
+    outcome = execute(exp, cfg, preset="r", out=tmp_path)
+    assert outcome.status == "resumed" and outcome.path == path and not stage.exists()
     assert [r["step"] for r in load_metrics(path)] == [0, 1, 2, 3, 4]
     assert read_run(path).details["resumed"] is True
+
+
+def test_unfinished_run_of_an_older_version_is_refused_resumed_or_rerun(tmp_path):
+    """A run folder without summary.json (left by an older geomopt) is resumed in place when the
+    experiment can, refused naming --overwrite otherwise, and rerun by reproduce (reuse)."""
+    path = tmp_path / "test" / "toy" / "quick"
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"experiment": "test/toy", "config": {
+        "n": 3, "scale": 1.0, "interrupt_at": -1}}))  # fmt: skip
+    (path / "metrics.jsonl").write_text('{"step": 0, "value": 0.0}\n')
+    with pytest.raises(RunExistsError, match="cannot resume; pass --overwrite"):
+        execute(make(), Cfg(), preset="quick", out=tmp_path)
+    with pytest.raises(RunExistsError, match="scale differ"):
+        execute(make(), Cfg(scale=2.0), preset="quick", out=tmp_path)
+    assert execute(make(), Cfg(), preset="quick", out=tmp_path, reuse=True).status == "ran"
+    assert len(load_metrics(path)) == 3
+    (path / "summary.json").unlink()
+    resumed = execute(make(resumable=True), Cfg(), preset="quick", out=tmp_path)
+    assert resumed.status == "resumed" and len(load_metrics(path)) == 3
+
+
+def test_interrupted_or_failed_overwrite_keeps_the_finished_run(tmp_path):
+    exp = make()
+    execute(exp, Cfg(), preset="quick", out=tmp_path)
+    path = tmp_path / "test" / "toy" / "quick"
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        execute(exp, Cfg(n=5, interrupt_at=2), preset="quick", out=tmp_path, overwrite=True)
+    boom = dataclasses.replace(exp, run=lambda c, r: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        execute(boom, Cfg(), preset="quick", out=tmp_path, overwrite=True)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [".quick.lock", "quick"]
+    again = execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path, overwrite=True)
+    assert again.headline["total"] == 6.0 and read_run(path).headline["total"] == 6.0
+
+
+def test_a_second_process_writing_the_same_run_is_refused(tmp_path):
+    seen = {}
+
+    def run(cfg, run):
+        with pytest.raises(ex.RunBusyError, match="another process .*pid") as err:
+            execute(make(), Cfg(), preset="quick", out=tmp_path, overwrite=True)
+        seen["error"] = str(err.value)
+        return {"x": 1.0}
+
+    execute(dataclasses.replace(make(), run=run), Cfg(), preset="quick", out=tmp_path)
+    assert "--name NAME" in seen["error"]
+    assert execute(make(), Cfg(), preset="quick", out=tmp_path, overwrite=True).status == "ran"
+
+
+def test_an_interrupted_final_rename_is_completed(tmp_path):
+    """A finished run still in its staging folder (the rename was cut short) is moved in."""
+    exp = make()
+    done = execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path)
+    stage = ex.staging_folder(done.path)
+    os.replace(done.path, stage)
+    again = execute(exp, Cfg(), preset="quick", out=tmp_path, reuse=True)
+    assert again.status == "existing" and again.headline["total"] == 6.0 and not stage.exists()
+
+
+def test_out_must_be_a_writable_folder(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for bad, why in ((afile, "is a file"), (afile / "sub", "cannot create"),
+                     (Path("/proc/geomopt-test"), "cannot")):  # fmt: skip
+        assert main(make(), ["smoke", "--out", str(bad)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--out {bad}" in err[0] and why in err[0], err
+    from geomopt import reproduce
+
+    assert reproduce.main(["smoke", "--only", "signsgd/toy", "--out", str(afile)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file" in err[0], err
+
+
+def test_errors_are_one_line_and_tracebacks_need_debug(tmp_path, capsys):
+    boom = dataclasses.replace(make(), run=lambda c, r: {}["missing"])
+    assert main(boom, ["smoke", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["test/toy: error: KeyError: 'missing' (run with --debug for the traceback)"]
+    assert main(boom, ["smoke", "--out", str(tmp_path), "--debug"]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    main(make(), ["smoke", "--out", str(tmp_path)])
+    capsys.readouterr()
+    assert main(make(), ["smoke", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "finished run; pass --overwrite" in err[0]
 
 
 def test_truncated_or_corrupt_files_are_named(tmp_path):
@@ -155,21 +252,44 @@ def test_truncated_or_corrupt_files_are_named(tmp_path):
         read_run(path)
 
 
-def test_plot_run_errors_name_the_folder(tmp_path):
+def test_plot_run_errors_name_the_folder_and_a_command_that_works(tmp_path):
     exp = make()
     with pytest.raises(RunError, match="no such run folder"):
         plot_run(exp, tmp_path / "missing", tmp_path / "fig")
-    with pytest.raises(KeyboardInterrupt):
-        execute(exp, Cfg(n=5, interrupt_at=2), preset="quick", out=tmp_path)
-    path = tmp_path / "test" / "toy" / "quick"
-    with pytest.raises(RunError, match="unfinished run"):
+    path = tmp_path / "test" / "toy" / "quick"  # an unfinished run left by an older version
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({
+        "experiment": "test/toy", "preset": "quick", "config": dataclasses.asdict(Cfg()),
+        "provenance": {"argv": ["experiments/test/toy.py", "--out", str(tmp_path)]}}))  # fmt: skip
+    with pytest.raises(RunError, match="unfinished run") as err:
         plot_run(exp, path, tmp_path / "fig")
-    execute(exp, Cfg(n=2), preset="smoke", out=tmp_path)
-    figs = plot_run(exp, tmp_path / "test" / "toy" / "smoke", tmp_path / "fig")
-    assert [f.name for f in figs] == ["values_smoke.png"]
-    (tmp_path / "test" / "toy" / "smoke" / "metrics.jsonl").write_text("")
-    with pytest.raises(RunError, match="drew no figure"):
-        plot_run(exp, tmp_path / "test" / "toy" / "smoke", tmp_path / "fig")
+    cmd = str(err.value).split("run it again with: ")[1].split()
+    assert cmd[:3] == ["uv", "run", "experiments/test/toy.py"] and cmd.count("--overwrite") == 1
+    assert main(exp, cmd[3:]) == 0  # the advised command works
+    assert [f.name for f in plot_run(exp, path, tmp_path / "fig")] == ["values.png"]
+
+
+def test_run_files_are_checked_for_content(tmp_path):
+    """An empty summary, a config lacking a field, no metrics rows: named, never drawn/reused."""
+    exp = make()
+    path = execute(exp, Cfg(), preset="quick", out=tmp_path).path
+    summary = (path / "summary.json").read_text()
+    (path / "summary.json").write_text("{}")
+    with pytest.raises(RunError, match=r"summary.json: no headline numbers"):
+        plot_run(exp, path, tmp_path / "fig")
+    with pytest.raises(RunExistsError, match="no headline numbers; pass --overwrite"):
+        execute(exp, Cfg(), preset="quick", out=tmp_path)
+    assert execute(exp, Cfg(), preset="quick", out=tmp_path, reuse=True).status == "ran"
+    config = json.loads((path / "config.json").read_text())
+    del config["config"]["scale"]
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RunError, match=r"config.json: config lacks scale"):
+        plot_run(exp, path, tmp_path / "fig")
+    execute(exp, Cfg(), preset="quick", out=tmp_path, overwrite=True)
+    (path / "metrics.jsonl").write_text("")
+    with pytest.raises(RunError, match="metrics.jsonl: no rows"):
+        plot_run(exp, path, tmp_path / "fig")
+    assert summary
 
 
 def test_parse_presets_positional_optional_and_fields_overridable():
@@ -186,18 +306,26 @@ def test_parse_presets_positional_optional_and_fields_overridable():
 def test_main_prints_headline_and_figures(tmp_path, capsys):
     assert main(make(), ["smoke", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "test/toy (smoke, ran" in out and "total = 1" in out and "values_smoke.png" in out
+    assert "test/toy" in out and "total" in out and "values_smoke.png" in out
     assert main(make(), ["smoke", "--out", str(tmp_path)]) == 1
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_main_ctrl_c_prints_one_line_with_the_resume_hint(tmp_path, capsys):
-    code = main(make(resumable=True), ["--interrupt-at", "1", "--out", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert code == 130 and "Traceback" not in err
-    assert "interrupted:" in err and "resume with: uv run" in err
-    code = main(make(), ["--interrupt-at", "1", "--out", str(tmp_path), "--overwrite"])
-    assert code == 130 and "--overwrite" in capsys.readouterr().err.splitlines()[-1]
+def test_main_ctrl_c_prints_one_line_whose_command_continues(tmp_path, capsys):
+    argv = ["--interrupt-at", "1", "--out", str(tmp_path)]
+    code = main(make(resumable=True), argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 130 and "Traceback" not in "\n".join(err)
+    assert (
+        err[-1].startswith("interrupted: the unfinished run is kept in")
+        and "resume with: uv run" in err[-1]
+    )
+    main(make(), ["smoke", "--out", str(tmp_path)])
+    capsys.readouterr()
+    code = main(make(), ["smoke", *argv, "--overwrite"])
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert code == 130 and last.count("--overwrite") == 1, last
+    assert "the finished run there is unchanged" in last
 
 
 def test_experiment_declaration_is_checked():
@@ -231,10 +359,44 @@ def test_progress_rate_excludes_the_compiling_update():
     bar = ex.Progress(total=5, desc="d=64, seed 3/16", warmup=1, enabled=True)
     assert "compiling" in bar.bar.desc
     bar.update(1)
-    assert bar.bar.initial == 1 and bar.bar.desc.startswith("d=64, seed 3/16:")
+    assert bar.bar.initial == 1 and bar.bar.desc.startswith("d=64, seed 3/16")
     bar.update(2, loss=0.5)
     assert bar.bar.n == 3 and bar.bar.format_dict["initial"] == 1
     bar.close()
+
+
+def test_progress_eta_never_includes_compilation():
+    """A first step of 27 s (compiling) then 1 s per step: the rate shown is 1 step/s from the
+    first line on, and the ETA of the remaining steps counts 1 s each."""
+    clock = {"t": 1000.0}
+    bar = ex.Progress(total=10, desc="fit", warmup=1, enabled=True)
+    tq = bar.bar
+    tq._time = lambda: clock["t"]
+    tq.start_t = tq.last_print_t = clock["t"]
+    tq.mininterval, tq.miniters = 0, 1
+    lines = []
+    real_refresh = tq.refresh
+    tq.refresh = lambda *a, **k: (lines.append(str(tq)), real_refresh(*a, **k))[1]
+    clock["t"] += 27.3
+    bar.update(1)
+    assert "27" not in lines[-1], lines[-1]  # no rate or ETA from the compiling step
+    for _ in range(4):
+        clock["t"] += 1.0
+        bar.update(1)
+    d = tq.format_dict
+    rate = d["rate"] if d["rate"] else (d["n"] - d["initial"]) / d["elapsed"]
+    assert rate == pytest.approx(1.0, rel=0.01)
+    assert "00:05" in lines[-1] and "27" not in lines[-1], lines[-1]  # 5 steps left
+    bar.close()
+
+
+def test_quiet_progress_draws_nothing(capsys):
+    bar = ex.Progress(total=3, desc="x", enabled=False)
+    bar.update(1)
+    bar.update(2, loss=1.0)
+    assert bar.bar.n == 0  # a disabled tqdm bar keeps no count
+    bar.close()
+    assert capsys.readouterr().err == ""
 
 
 def test_cache_dir_is_keyed_by_content(tmp_path):
@@ -285,15 +447,52 @@ def test_reproduce_runs_reuses_and_reports_failures(tmp_path, capsys):
     )
     results = reproduce.reproduce([good, bad], preset="smoke", out=tmp_path)
     assert [(r.name, r.status) for r in results] == [("test/toy", "ran"), ("test/broken", "FAILED")]
-    assert "RuntimeError: boom" in results[1].error
-    table = (tmp_path / "summary.md").read_text()
-    assert "| test/toy | ran |" in table and "total = 1" in table and "FAILED" in table
+    assert results[1].error.startswith("RuntimeError: boom (traceback: ")
+    assert "Traceback" not in capsys.readouterr().err  # saved to a file, not printed
+    log = tmp_path / "errors" / "test_broken.txt"
+    assert "Traceback (most recent call last)" in log.read_text()
+    md = (tmp_path / "summary.md").read_text()
+    seconds = json.loads((tmp_path / "test/toy/smoke/summary.json").read_text())["seconds"]
+    assert f"| [test/toy](#testtoy) | ran | {seconds:.1f} s |" in md  # the run's own time
+    assert "| `total` | 1 |" in md and "FAILED: RuntimeError: boom" in md
+    assert "- commit: " in md and "- date: 20" in md and "CPUs" in md
+    assert "[values_smoke.png](figures/test/values_smoke.png)" in md  # relative links
+    assert "run folder: [test/toy/smoke](test/toy/smoke/)" in md
     again = reproduce.reproduce([good], preset="smoke", out=tmp_path)
     assert again[0].status == "existing" and again[0].outcome.headline["total"] == 1.0
+    assert again[0].seconds == seconds
     assert json.loads((tmp_path / "summary.json").read_text())["results"][0]["status"] == "existing"
     with pytest.raises(ValueError, match="matches no experiment"):
         reproduce.select([good], ["gfm"])
     assert reproduce.select([good, bad], ["test/b"]) == [bad]
+
+
+def test_reproduce_reruns_an_unfinished_run_that_cannot_resume(tmp_path):
+    from geomopt import reproduce
+
+    path = tmp_path / "test" / "toy" / "smoke"  # left unfinished by an older geomopt
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"experiment": "test/toy", "config": {}}))
+    (path / "summary.json").write_text("{}")  # and a corrupt summary: rerun too
+    (r,) = reproduce.reproduce([make()], preset="smoke", out=tmp_path)
+    assert r.status == "ran" and r.outcome.headline == {"total": 1.0, "steps": 2}
+
+
+def test_reproduce_overall_eta_from_measured_runtimes(monkeypatch):
+    clock = {"t": 0.0}
+    monkeypatch.setattr(ex.time, "monotonic", lambda: clock["t"])
+    bar = ex.OverallProgress([10.0, 20.0, None], desc="r", enabled=False)
+    bar.start(0, "a")
+    assert bar.eta() == 10 + 20 + bar.DEFAULT_ESTIMATE
+    clock["t"] = 4.0
+    assert bar.eta() == 6 + 20 + bar.DEFAULT_ESTIMATE
+    clock["t"] = 20.0
+    bar.finish(20.0, ran=True)  # this machine is twice slower than the estimates
+    bar.start(1, "b")
+    clock["t"] = 30.0
+    assert bar.eta() == 2 * (20 - 5) + 2 * bar.DEFAULT_ESTIMATE
+    bar.finish(0.0, ran=False)  # a reused run does not rescale
+    assert bar.scale() == 2.0
 
 
 def test_reproduce_cli_lists_without_running(capsys):
@@ -321,13 +520,6 @@ def test_nested_config_fields_keep_their_prefix():
     exp = dataclasses.replace(make(), presets={"smoke": Outer(), "quick": Outer()}, validate=None)
     _, cfg, _ = parse(exp, ["--seeds", "5", "--optim.lr", "0.3"])
     assert cfg == Outer(seeds=5, optim=Inner(lr=0.3))
-
-
-def test_quiet_progress_updates_without_drawing():
-    bar = ex.Progress(total=3, desc="x", enabled=False)
-    bar.update(1)
-    bar.update(2, loss=1.0)
-    bar.close()
 
 
 def test_other_hosts_leave_the_run_folder_to_process_zero(tmp_path, monkeypatch):
