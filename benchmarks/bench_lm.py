@@ -1,7 +1,9 @@
 """GPT-2 124M train step on this machine: geomopt (JAX) vs a nanoGPT-style PyTorch model.
 
-    uv run benchmarks/bench_lm.py                       # 2 x 128 and 4 x 1024
-    uv run benchmarks/bench_lm.py --shapes 2x128 --rounds 5 --no-compile
+    uv run --group hf benchmarks/bench_lm.py            # 2 x 128 and 4 x 1024
+    uv run --group hf benchmarks/bench_lm.py --shapes 2x128 --rounds 5 --no-compile
+
+PyTorch is in the opt-in dependency group ``hf`` (``--group hf``).
 
 Both sides run the same step: forward, cross-entropy, backward and an AdamW update
 (lr 1e-4, betas (0.9, 0.95), weight decay 0.1 on every parameter, float32 throughout) of GPT-2
@@ -192,6 +194,13 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lm.md"))
     args = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "bench_lm.py: PyTorch is not installed; it is in the opt-in group hf: "
+            "uv run --group hf benchmarks/bench_lm.py"
+        ) from None
     load0 = os.getloadavg()[0]
     peak = measured_matmul_rate()
     print(f"float32 matmul rate: {peak / 1e9:.1f} GFLOP/s; load average {load0:.1f}", flush=True)
