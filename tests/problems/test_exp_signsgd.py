@@ -2,6 +2,8 @@
 step-size rule, slope fits, the official toy-loop convention and the matrix size sweep."""
 
 import dataclasses
+import json
+import math
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ def test_fit_slope_recovers_power_laws():
     assert exp_sparse_noise.fit_slope(x, 3 * x**1.0) == pytest.approx(1.0)
     assert exp_sparse_noise.fit_slope(x, 5 * x**-0.5) == pytest.approx(-0.5)
     assert np.isnan(exp_sparse_noise.fit_slope([10.0], [1.0]))
+    assert np.isnan(exp_sparse_noise.fit_slope([10.0, 10.0], [1.0, 2.0]))  # one distinct x
 
 
 def test_geomspace_and_log_dims_match_numpy():
@@ -55,6 +58,13 @@ def test_toy_records_like_the_official_loop(tmp_path):
     assert set(out.headline) >= {"deterministic/sgd/final_loss", "noisy/signsgd/final_mean_loss"}
 
 
+def test_toy_smoke_headline_is_finite(tmp_path):
+    exp = exp_toy.EXPERIMENT
+    out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
+    assert set(exp.key_numbers) <= set(out.headline)
+    assert all(math.isfinite(v) for v in out.headline.values()), out.headline
+
+
 def test_sparse_noise_smoke_science_and_figure(tmp_path):
     exp = exp_sparse_noise.EXPERIMENT
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
@@ -65,6 +75,8 @@ def test_sparse_noise_smoke_science_and_figure(tmp_path):
     assert c[("d", 30, 1, "sgd")] > 2 * c[("d", 10, 1, "sgd")]
     assert c[("d", 30, 1, "signsgd")] < c[("d", 30, 1, "sgd")]
     assert out.headline["censored_runs"] == 0
+    assert all(math.isfinite(v) for v in out.headline.values()), out.headline
+    assert set(exp.key_numbers) <= set(out.headline)
     assert out.headline["slope_vs_d/sgd/sparse"] > 0.5
     assert abs(out.headline["slope_vs_d/signsgd/sparse"]) < 0.3
     figs = plot_run(exp, out.path, tmp_path / "figures")
@@ -84,7 +96,8 @@ def test_matrix_size_sweep_logs_every_size(tmp_path):
     for n in cfg.sizes:
         for opt in cfg.optimizers:
             assert {(n, 1, opt), (n, n, opt)} <= sizes, (n, opt)
-    assert np.isfinite(out.headline["slope_vs_n/sgd/low-rank"])
+    assert all(math.isfinite(v) for v in out.headline.values()), out.headline
+    assert set(exp.key_numbers) <= set(out.headline)
     assert plot_run(exp, out.path, tmp_path / "figures")[0].name == "matrix_noise_smoke.png"
 
 
@@ -102,3 +115,16 @@ def test_bad_configs_are_refused_before_a_folder_exists(tmp_path, exp, bad, matc
     with pytest.raises(ValueError, match=match):
         execute(exp, cfg, preset="smoke", out=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_slopes_without_two_points_are_nan_with_a_reason(tmp_path):
+    """One d and one phi: nothing to fit; the summary says why each slope is NaN."""
+    exp = exp_sparse_noise.EXPERIMENT
+    cfg = dataclasses.replace(exp.presets["smoke"], dims=(10,), phi_d=10, phi_points=1,
+                              optimizers=("signsgd",), n_seeds=1)  # fmt: skip
+    out = execute(exp, cfg, preset="smoke", out=tmp_path)
+    slopes = [k for k in out.headline if k.startswith("slope_")]
+    assert slopes and all(math.isnan(out.headline[k]) for k in slopes)
+    reasons = json.loads((out.path / "summary.json").read_text())["details"]["nan_reasons"]
+    assert set(reasons) == set(slopes)
+    assert reasons["slope_vs_d/signsgd/sparse"].startswith("1 d value(s) with a complexity")

@@ -28,14 +28,41 @@ def log_dims(lo: int, hi: int, per_decade: int) -> tuple[int, ...]:
 
 
 def fit_slope(x, y) -> float:
-    """Least-squares slope of ``log10 y`` against ``log10 x`` (nan with fewer than 2 points)."""
+    """Least-squares slope of ``log10 y`` against ``log10 x`` (nan with fewer than 2 distinct
+    positive x)."""
     import numpy as np
 
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 2:
+    if np.unique(x[ok]).size < 2:
         return float("nan")
     return float(np.polyfit(np.log10(x[ok]), np.log10(y[ok]), 1)[0])
+
+
+def slope_headline(run: Run, key: str, xs, ys, what: str, censored: int) -> float:
+    """:func:`fit_slope` of one headline entry; when it is NaN, ``run.explain_nan`` says why
+    (fewer than two distinct ``what`` values with an uncensored complexity)."""
+    slope = fit_slope(xs, ys)
+    if not math.isfinite(slope):
+        n = len({x for x, y in zip(xs, ys, strict=True) if x and y})
+        reason = f"{n} {what} value(s) with a complexity, a slope needs 2"
+        run.explain_nan(key, reason + (f" ({censored} censored)" if censored else ""))
+    return slope
+
+
+def check_nonempty(cfg, *names: str) -> None:
+    """Raise ``ValueError`` naming the field if a tuple field is empty (e.g. ``--dims`` given
+    without values)."""
+    for n in names:
+        if len(getattr(cfg, n)) == 0:
+            raise ValueError(f"{n}=(): expected at least one value")
+
+
+def check_choices(cfg, name: str, allowed: tuple[str, ...]) -> None:
+    """A non-empty tuple of distinct names from ``allowed``."""
+    v = getattr(cfg, name)
+    if not v or any(o not in allowed for o in v) or len(set(v)) != len(v):
+        raise ValueError(f"{name}={v!r}: expected distinct names from {', '.join(allowed)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +84,12 @@ class SparseNoiseConfig:
     """
 
     dims: tuple[int, ...] = log_dims(10, 1000, 2)
-    """Dimensions d of the sweep (log-spaced)."""
+    """Dimensions d of the sweep (log-spaced; the slope vs d needs two or more)."""
     phi_d: int = 1000
     """Fixed d of the phi sweep."""
     phi_points: int = 7
-    """Number of noisy-coordinate counts s (log-spaced in [1, phi_d]; phi = s / phi_d)."""
+    """Number of noisy-coordinate counts s (log-spaced in [1, phi_d]; phi = s / phi_d; the
+    slope vs phi needs two or more distinct s)."""
     sigma_l1: float = 0.25
     """||sigma||_1, the same for every d and phi."""
     eps: float = 0.2
@@ -76,8 +104,8 @@ class SparseNoiseConfig:
     """SGD step sizes in units of 1 / max_i L_i (SGD is stable for < 2): eta = g / max_i L_i."""
     sign_grid: tuple[float, ...] = geomspace(2e-3, 0.5, 8)
     """SignSGD / Signum step sizes (absolute; every coordinate moves by eta per step)."""
-    seeds: int = 16
-    """Independent runs averaged in E||grad f||_1."""
+    n_seeds: int = 16
+    """Independent runs (noise keys split from seed) averaged in E||grad f||_1."""
     levels: int = 4
     """Representatives per coordinate class (and x0 levels), see sgd_hard_instance."""
     full_max_d: int = 100
@@ -101,15 +129,17 @@ class SparseNoiseConfig:
 
 
 def validate(cfg: SparseNoiseConfig) -> None:
-    check_ints(cfg, "dims", "phi_d", "phi_points", "seeds", "levels", "max_steps", "per_decade")
+    """Every field, before the run folder exists (one ``ValueError`` naming the field)."""
+    check_nonempty(cfg, "dims", "sgd_grid", "sign_grid")
+    check_ints(cfg, "dims", "phi_d", "phi_points", "n_seeds", "levels", "max_steps", "per_decade")
+    check_ints(cfg, "full_max_d", "seed", minimum=0)
     check_positive(cfg, "sigma_l1", "eps", "l_inf", "delta", "sgd_grid", "sign_grid")
-    check_ints(cfg, "full_max_d", minimum=0)
-    if not cfg.optimizers or any(o not in ("sgd", "signsgd", "signum") for o in cfg.optimizers):
-        raise ValueError(
-            f"optimizers={cfg.optimizers!r}: expected a subset of sgd, signsgd, signum"
-        )
-    if not (math.isfinite(cfg.df) and cfg.df > 2):
-        raise ValueError(f"df={cfg.df!r}: expected > 2")
+    check_choices(cfg, "optimizers", ("sgd", "signsgd", "signum"))
+    if cfg.noise not in ("gaussian", "student_t"):
+        raise ValueError(f"noise={cfg.noise!r}: expected gaussian or student_t")
+    check_positive(cfg, "df")
+    if cfg.df <= 2:
+        raise ValueError(f"df={cfg.df!r}: expected > 2 (finite noise variance)")
 
 
 PREDICTED_VS_D = {"sgd/sparse": 1.0, "sgd/dense": 0.0}  # sign-based methods: 0 for both
@@ -149,11 +179,11 @@ def run(cfg: SparseNoiseConfig, run: Run) -> dict[str, float]:
                                  reduced=d > cfg.full_max_d, levels=cfg.levels, noise=cfg.noise,
                                  df=cfg.df)  # fmt: skip
 
-    keys = jax.random.split(jax.random.key(cfg.seed), cfg.seeds)
+    keys = jax.random.split(jax.random.key(cfg.seed), cfg.n_seeds)
     rows: list[dict] = []
     bar = run.progress(total=len(cfg.dims) + 1, desc="d sweep", unit="sweep point")
     for d in cfg.dims:
-        bar.set_description(f"d={d} (sparse + dense), {cfg.seeds} seeds")
+        bar.set_description(f"d={d} (sparse + dense), {cfg.n_seeds} seeds")
         probs = stack_problems([instance(d, 1), instance(d, d)])
         meta = [{"sweep": "d", "d": d, "s": 1, "phi": 1.0 / d, "noise": "sparse"},
                 {"sweep": "d", "d": d, "s": d, "phi": 1.0, "noise": "dense"}]  # fmt: skip
@@ -175,15 +205,19 @@ def run(cfg: SparseNoiseConfig, run: Run) -> dict[str, float]:
     headline: dict[str, float] = {}
     for name in cfg.optimizers:
         for noise in ("sparse", "dense"):
-            ok = [r for r in rows if r["sweep"] == "d" and r["opt"] == name
-                  and r["noise"] == noise and not r["censored"]]  # fmt: skip
-            headline[f"slope_vs_d/{name}/{noise}"] = fit_slope(
-                [r["d"] for r in ok], [r["complexity"] for r in ok]
-            )
-        ok = [r for r in rows if r["sweep"] == "phi" and r["opt"] == name and not r["censored"]]
-        headline[f"slope_vs_phi/{name}"] = fit_slope(
-            [r["phi"] for r in ok], [r["complexity"] for r in ok]
-        )
+            sel = [r for r in rows if r["sweep"] == "d" and r["opt"] == name
+                   and r["noise"] == noise]  # fmt: skip
+            ok = [r for r in sel if not r["censored"]]
+            headline[f"slope_vs_d/{name}/{noise}"] = slope_headline(
+                run, f"slope_vs_d/{name}/{noise}", [r["d"] for r in ok],
+                [r["complexity"] for r in ok], "d", len(sel) - len(ok),
+            )  # fmt: skip
+        sel = [r for r in rows if r["sweep"] == "phi" and r["opt"] == name]
+        ok = [r for r in sel if not r["censored"]]
+        headline[f"slope_vs_phi/{name}"] = slope_headline(
+            run, f"slope_vs_phi/{name}", [r["phi"] for r in ok], [r["complexity"] for r in ok],
+            "phi", len(sel) - len(ok),
+        )  # fmt: skip
     headline["censored_runs"] = sum(r["censored"] for r in rows)
     run.details["run_steps"] = sum(int(r["checkpoints"][-1]) for r in rows)
     return headline
@@ -259,7 +293,13 @@ EXPERIMENT = Experiment(
     description="complexity vs d and phi: SignSGD is d-free under sparse noise, SGD pays 1/phi",
     presets={
         "smoke": SparseNoiseConfig(
-            dims=(10, 30), phi_d=30, phi_points=2, seeds=2, levels=2, max_steps=20_000, per_decade=8
+            dims=(10, 30),
+            phi_d=30,
+            phi_points=2,
+            n_seeds=2,
+            levels=2,
+            max_steps=20_000,
+            per_decade=8,
         ),
         "quick": SparseNoiseConfig(),
         "paper": SparseNoiseConfig(
@@ -275,4 +315,23 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/signsgd/figures",
+    key_numbers=(
+        "slope_vs_d/sgd/sparse",
+        "slope_vs_d/sgd/dense",
+        "slope_vs_phi/sgd",
+        "slope_vs_d/signsgd/sparse",
+        "slope_vs_d/signsgd/dense",
+        "slope_vs_phi/signsgd",
+    ),
+    paper={
+        "slope_vs_d/sgd/sparse": PREDICTED_VS_D["sgd/sparse"],
+        "slope_vs_d/sgd/dense": PREDICTED_VS_D["sgd/dense"],
+        "slope_vs_phi/sgd": PREDICTED_VS_PHI["sgd"],
+        "slope_vs_d/signsgd/sparse": 0.0,
+        "slope_vs_d/signsgd/dense": 0.0,
+        "slope_vs_phi/signsgd": 0.0,
+    },
+    paper_source="theory: the paper's complexities, SGD ~ 1/phi (= d for sparse noise), "
+    "SignSGD free of d and phi",
+    seconds={"smoke": 2.8, "quick": 144.0, "paper": 267.0},
 )

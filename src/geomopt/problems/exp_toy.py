@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.problems.exp_sparse_noise import check_nonempty
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ToyConfig:
        and not above the initial loss.
     2. ``f = 1/2 ||x||^2`` in ``noise_d`` dimensions, ``x0 ~ N(0, I)`` per run, stochastic
        gradient ``x + N(0, noise_std^2)`` on coordinate 0 only; fixed step sizes; mean and
-       10th-90th percentile band over ``runs`` runs.
+       10th-90th percentile band over ``n_seeds`` runs.
     """
 
     det_d: int = 5000
@@ -42,8 +43,9 @@ class ToyConfig:
     """Dimension of the one-noisy-coordinate problem."""
     noise_std: float = 100.0
     """Standard deviation of the gradient noise on coordinate 0."""
-    runs: int = 42
-    """Independent runs (seeds) of the noisy experiment."""
+    n_seeds: int = 42
+    """Independent runs of the noisy experiment (the paper's 42; x0 and noise keys split from
+    seed)."""
     sgd_lr: float = 1e-3
     """SGD step size in the noisy experiment."""
     signsgd_lr: float = 1e-2
@@ -58,10 +60,12 @@ class ToyConfig:
 
 
 def validate(cfg: ToyConfig) -> None:
-    check_ints(cfg, "det_d", "noise_d", "runs", "steps", "log_every")
+    """Every field, before the run folder exists (one ``ValueError`` naming the field)."""
+    check_nonempty(cfg, "det_lrs")
+    check_ints(cfg, "det_d", "noise_d", "n_seeds", "log_every")
+    check_ints(cfg, "steps", minimum=2)  # the first and the last recorded loss
+    check_ints(cfg, "seed", minimum=0)
     check_positive(cfg, "det_lrs", "stiff_L", "noise_std", "sgd_lr", "signsgd_lr")
-    if cfg.steps < 2:
-        raise ValueError(f"steps={cfg.steps}: expected >= 2 recorded iterations")
 
 
 def select_step_size(losses, initial: float) -> int:
@@ -107,6 +111,12 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
             float(loss[pick, -1]) if pick >= 0 else math.nan
         )
         headline[f"deterministic/{name}/lr"] = cfg.det_lrs[pick] if pick >= 0 else math.nan
+        if pick < 0:
+            for key in ("final_loss", "lr"):
+                run.explain_nan(
+                    f"deterministic/{name}/{key}",
+                    f"no step size of det_lrs left {name} with a finite final loss <= the initial",
+                )
         run.log_rows(
             {"experiment": "deterministic", "opt": name, "lr": lr, "chosen": g == pick,
              "steps": keep, "loss": loss[g]}
@@ -118,15 +128,17 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     sigma = np.zeros(cfg.noise_d)
     sigma[0] = cfg.noise_std
     noisy = stack_problems([separable_problem(np.ones(cfg.noise_d), sigma, np.zeros(cfg.noise_d))])
-    x0s = jax.random.normal(k_x0n, (cfg.runs, cfg.noise_d))
-    run_keys = jax.random.split(k_noise, cfg.runs)
+    x0s = jax.random.normal(k_x0n, (cfg.n_seeds, cfg.noise_d))
+    run_keys = jax.random.split(k_noise, cfg.n_seeds)
     for name, lr in (("sgd", cfg.sgd_lr), ("signsgd", cfg.signsgd_lr)):
-        bar.set_description(f"one noisy coordinate, {name}, {cfg.runs} runs")
+        bar.set_description(f"one noisy coordinate, {name}, {cfg.n_seeds} runs")
         loss = np.asarray(
             run_trajectories(noisy, name, [lr], run_keys, steps=updates, x0=x0s)["loss"][0, 0]
         )[:, keep]
         mean, lo, hi = loss.mean(0), np.percentile(loss, 10, 0), np.percentile(loss, 90, 0)
         headline[f"noisy/{name}/final_mean_loss"] = float(mean[-1])
+        if not math.isfinite(mean[-1]):
+            run.explain_nan(f"noisy/{name}/final_mean_loss", f"{name} diverged at lr {lr:g}")
         run.log(experiment="noisy", opt=name, lr=lr, steps=keep, mean=mean, p10=lo, p90=hi)
         bar.update(1)
     bar.close()
@@ -177,7 +189,7 @@ EXPERIMENT = Experiment(
     name="signsgd/toy",
     description="the paper's toy problems: SGD vs SignSGD (ill-conditioned; one noisy coordinate)",
     presets={
-        "smoke": ToyConfig(det_d=50, noise_d=10, runs=4, steps=60, log_every=2),
+        "smoke": ToyConfig(det_d=50, noise_d=10, n_seeds=4, steps=60, log_every=2),
         "quick": ToyConfig(),
         "paper": ToyConfig(log_every=1),
     },
@@ -190,4 +202,11 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/signsgd/figures",
+    key_numbers=(
+        "deterministic/sgd/final_loss",
+        "deterministic/signsgd/final_loss",
+        "noisy/sgd/final_mean_loss",
+        "noisy/signsgd/final_mean_loss",
+    ),
+    seconds={"smoke": 7.3, "quick": 126.0, "paper": 52.0},
 )
