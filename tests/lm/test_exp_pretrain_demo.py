@@ -2,6 +2,7 @@
 sweep's bookkeeping (one tagged curve per optimiser and step size, same batches for all)."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -35,6 +36,7 @@ def test_smoke_layout_headline_and_figure(smoke):
         "sign_sgd/final_val_loss", "sign_sgd/lr", "sign_sgd/final_phi",
     }  # fmt: skip
     assert outcome.headline["sgd/lr"] in (0.1, 0.1 * 3.0)
+    assert all(math.isfinite(v) for v in outcome.headline.values()), outcome.headline
     rows = load_metrics(path)
     runs = {(r["optimizer"], r["lr"]) for r in rows}
     assert runs == {("sgd", 0.1), ("sgd", 0.1 * 3.0), ("sign_sgd", 1e-3), ("sign_sgd", 3e-3)}

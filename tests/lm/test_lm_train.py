@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from geomopt.experiment import execute, plot_run
+from geomopt.experiment import execute, plot_run, staging_folder
 from geomopt.lm import _train
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm.exp_pretrain import EXPERIMENT, HEADLINE_KEYS, PRESETS
@@ -54,8 +54,14 @@ def folder(out, name):
     return out / "signsgd" / "pretrain" / name
 
 
-def losses(out, name):
-    return {r["step"]: r["loss"] for r in load_metrics(folder(out, name)) if "loss" in r}
+def unfinished(out, name):
+    """Where the runner keeps an unfinished run until it finishes (and resumes it from)."""
+    return staging_folder(folder(out, name))
+
+
+def losses(out, name, path=None):
+    rows = load_metrics(path or folder(out, name))
+    return {r["step"]: r["loss"] for r in rows if "loss" in r}
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +77,7 @@ def test_layout_headline_metrics_and_figure(reference, out):
     assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["4", "6"]  # keep 2
     assert set(reference.headline) == {k for k in HEADLINE_KEYS if "hellaswag" not in k}
     assert reference.headline["tokens"] == 6 * 8 * 16
+    assert all(math.isfinite(v) for v in reference.headline.values()), reference.headline
     curve = losses(out, "full")
     assert sorted(curve) == list(range(1, 7))
     assert curve[1] == pytest.approx(np.log(256), abs=0.1)
@@ -123,8 +130,9 @@ def test_resume_after_interruption_equals_uninterrupted(base, reference, out, mo
     monkeypatch.setattr(_train.Checkpoints, "save", killed_at_6)
     with pytest.raises(KeyboardInterrupt):
         go(base, out, "cut")
-    assert not (folder(out, "cut") / "summary.json").exists()
-    assert max(losses(out, "cut")) == 6  # rows after the last checkpoint (4) were written
+    assert not folder(out, "cut").exists()
+    assert not (unfinished(out, "cut") / "summary.json").exists()
+    assert max(losses(out, "cut", unfinished(out, "cut"))) == 6  # rows after checkpoint 4 written
     monkeypatch.setattr(_train.Checkpoints, "save", save)
     resumed = go(base, out, "cut")
     assert resumed.status == "resumed"
@@ -208,8 +216,9 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(base, out):
     with pytest.raises(_train.NonFiniteLossError, match=r"at step 2; training stopped") as err:
         go(cfg, out, "nan")
     assert "Last good checkpoint: step 1" in str(err.value)
-    assert sorted(p.name for p in (folder(out, "nan") / "checkpoints").iterdir()) == ["1"]
-    assert not (folder(out, "nan") / "summary.json").exists()
+    assert sorted(p.name for p in (unfinished(out, "nan") / "checkpoints").iterdir()) == ["1"]
+    assert not folder(out, "nan").exists()
+    assert not (unfinished(out, "nan") / "summary.json").exists()
 
 
 @pytest.mark.parametrize(

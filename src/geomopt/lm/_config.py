@@ -40,10 +40,10 @@ class GPT2Config:
     """Tokens per chunk of the output-head cross-entropy (lm._loss): the B x T x V logits are
     never held at once; 0 computes the full logits (the reference path)."""
     attn_block: int = 128
-    """Query block of the causal attention without a cache: each block of ``attn_block`` queries
+    """Query block of the causal attention without a cache: each block of attn_block queries
     attends only to its causal prefix of keys (exact; skips the fully masked key blocks, about
-    half the attention work at T = 1024). Sequences of at most ``attn_block`` tokens, and 0, use
-    ``jax.nn.dot_product_attention`` on the whole sequence."""
+    half the attention work at T = 1024). Sequences of at most attn_block tokens, and 0, use
+    jax.nn.dot_product_attention on the whole sequence."""
 
     def __post_init__(self):
         if self.activation not in ("gelu_tanh", "gelu_exact"):
@@ -105,7 +105,7 @@ class OptimConfig:
 
     algorithm: OptimName = "adamw"
     """adamw; sgd (momentum, coupled L2 decay); sign_sgd; signum; muon (hidden matrices) with
-    AdamW for embeddings, gains and biases. (Not ``name``: that is the runner's option.)"""
+    AdamW for embeddings, gains and biases. (Not "name": that is the runner's option.)"""
     lr: float = 1e-3
     """Peak learning rate (for muon: of the Muon part)."""
     weight_decay: float = 0.0

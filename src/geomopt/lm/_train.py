@@ -26,6 +26,7 @@ import os
 import shutil
 import statistics
 import time
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
-from geomopt.lm._config import GPT2Config, OptimConfig, TrainConfig
+from geomopt.lm._config import GPT2Config, OptimConfig, OptimName, TrainConfig
 from geomopt.lm._data import BatchLoader, TokenData, build_offline_corpus
+from geomopt.lm._data import _expand as _expand_token_files
 from geomopt.lm._model import GPT2, flops_per_token, param_label
 from geomopt.lm._noise import noise_density, noise_groups, welford_variance
 from geomopt.runs import METRICS_FILE, atomic_write_bytes, load_metrics
@@ -52,6 +54,7 @@ __all__ = [
     "MetricSinks",
     "build_optimizer",
     "check_restored_step",
+    "check_optim_config",
     "check_train_config",
     "clear_checkpoint_dir",
     "device_peak_flops",
@@ -381,9 +384,61 @@ def _token_data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
     return TokenData(cfg.data.train, **kw), TokenData(cfg.data.val, **kw)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(map(str, choices))}")
+
+
+def check_optim_config(ocfg: OptimConfig, steps: int | None = None, prefix: str = "optim") -> None:
+    """Raise ``ValueError`` naming the first bad field of ``ocfg`` as ``<prefix>.<field>``
+    (the command-line name, e.g. ``optim.lr``). With ``steps``, also that the warm-up and
+    decay of the schedule fit in the run."""
+
+    def name(field: str) -> str:
+        return f"{prefix}.{field}" if prefix else field
+
+    _check_choice(name("algorithm"), ocfg.algorithm, typing.get_args(OptimName))
+    _check_choice(name("schedule"), ocfg.schedule, ("one_cycle", "wsd", "cosine", "constant"))
+    for field in ("lr", "adam_lr"):
+        v = getattr(ocfg, field)
+        if not (_is_real(v) and v > 0):
+            raise ValueError(f"{name(field)}={v!r}: expected a finite learning rate > 0")
+    for field in ("weight_decay", "clip"):
+        v = getattr(ocfg, field)
+        if not (_is_real(v) and v >= 0):
+            raise ValueError(f"{name(field)}={v!r}: expected a finite value >= 0")
+    for field in ("momentum", "b1", "b2"):
+        v = getattr(ocfg, field)
+        if not (_is_real(v) and 0 <= v < 1):
+            raise ValueError(f"{name(field)}={v!r}: expected a value in [0, 1)")
+    for field in ("warmup_frac", "decay_frac"):
+        v = getattr(ocfg, field)
+        if not (_is_real(v) and 0 <= v <= 1):
+            raise ValueError(f"{name(field)}={v!r}: expected a fraction in [0, 1]")
+    if not isinstance(ocfg.nesterov, bool):
+        raise ValueError(f"{name('nesterov')}={ocfg.nesterov!r}: expected True or False")
+    if steps is not None and ocfg.schedule == "wsd":
+        warmup, decay = round(ocfg.warmup_frac * steps), ocfg.decay_frac * steps
+        if warmup + decay > steps:
+            raise ValueError(
+                f"{name('warmup_frac')}={ocfg.warmup_frac!r} and {name('decay_frac')}="
+                f"{ocfg.decay_frac!r}: warm-up ({warmup} steps) and decay ({decay:g} steps) "
+                f"exceed the {steps} steps; expected them to fit"
+            )
+
+
 def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
-    """Raise ``ValueError`` naming the first bad field (device divisibility too when
-    ``n_devices`` is given). Imports nothing heavy; the experiment's ``validate`` calls it."""
+    """Raise ``ValueError`` naming the first bad field (nested ones as ``optim.lr``,
+    ``data.train``; device divisibility too when ``n_devices`` is given). Token files and the
+    HellaSwag file must exist. Imports nothing heavy; the experiment's ``validate`` calls it."""
 
     def need(cond, msg):
         if not cond:
@@ -391,10 +446,17 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
 
     for name in ("steps", "grad_accum", "batch_size", "log_every", "ckpt_keep", "noise_samples"):
         v = getattr(cfg, name)
-        need(isinstance(v, int) and v >= 1, f"{name}={v!r}: expected an integer >= 1")
-    for name in ("eval_every", "eval_batches", "ckpt_every", "noise_every", "hellaswag_every"):
+        need(_is_int(v) and v >= 1, f"{name}={v!r}: expected an integer >= 1")
+    for name in ("eval_every", "eval_batches", "ckpt_every", "noise_every", "hellaswag_every",
+                 "hellaswag_examples", "seq_len", "eval_batch_size", "noise_batch_size",
+                 "n_devices", "seed"):  # fmt: skip
         v = getattr(cfg, name)
-        need(isinstance(v, int) and v >= 0, f"{name}={v!r}: expected an integer >= 0")
+        need(_is_int(v) and v >= 0, f"{name}={v!r}: expected an integer >= 0")
+    need(
+        cfg.noise_every == 0 or cfg.noise_samples >= 2,
+        f"noise_samples={cfg.noise_samples!r}: expected >= 2 gradients per phi measurement "
+        "(a variance needs two)",
+    )
     need(
         cfg.batch_size % cfg.grad_accum == 0,
         f"batch_size={cfg.batch_size} is not divisible by grad_accum={cfg.grad_accum}",
@@ -403,7 +465,39 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
         cfg.sequence_length <= cfg.model.context,
         f"seq_len={cfg.sequence_length} exceeds the model context {cfg.model.context}",
     )
-    need(cfg.hellaswag_examples >= 0, f"hellaswag_examples={cfg.hellaswag_examples}: expected >= 0")
+    need(
+        _is_real(cfg.peak_flops) and cfg.peak_flops >= 0,
+        f"peak_flops={cfg.peak_flops!r}: expected a finite value >= 0 (0: automatic)",
+    )
+    for name in ("fsdp", "distributed", "tensorboard", "wandb"):
+        v = getattr(cfg, name)
+        need(isinstance(v, bool), f"{name}={v!r}: expected True or False")
+    _check_choice("wandb_mode", cfg.wandb_mode, ("offline", "online"))
+    check_optim_config(cfg.optim, cfg.steps)
+    data = cfg.data
+    _check_choice("data.source", data.source, ("offline", "shards"))
+    _check_choice("data.format", data.format, ("auto", "shard", "llama3", "nanogpt"))
+    need(
+        _is_int(data.offline_bytes) and data.offline_bytes >= 1,
+        f"data.offline_bytes={data.offline_bytes!r}: expected an integer >= 1",
+    )
+    if data.source == "offline":
+        need(
+            cfg.model.vocab_size >= 256,
+            f"model.vocab_size={cfg.model.vocab_size}: the offline corpus is byte-level; "
+            "expected >= 256",
+        )
+    else:
+        for name in ("train", "val"):
+            pattern = getattr(data, name)
+            need(pattern, f"data.{name}='': data.source=shards expects a glob of token files")
+            try:
+                _expand_token_files(pattern)
+            except FileNotFoundError:
+                raise ValueError(
+                    f"data.{name}={pattern!r}: no token file matches; write the shards with "
+                    "experiments/signsgd/prepare_data.py"
+                ) from None
     if cfg.hellaswag:
         need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
     if cfg.wandb and not wandb_available():

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, OptimName, TrainConfig, presets
 
 __all__ = ["DemoConfig", "EXPERIMENT", "run", "plot", "validate", "train_configs"]
@@ -102,22 +102,36 @@ def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
 
 
 def validate(cfg: DemoConfig) -> None:
+    """Every field before the run folder exists: the demo's own fields here, then each run's
+    :class:`TrainConfig` (model, data) through :func:`geomopt.lm.check_train_config`."""
     from geomopt.lm._train import check_train_config
 
+    if not cfg.optimizers:
+        raise ValueError("optimizers=(): expected at least one optimiser")
+    bad = [o for o in (*cfg.optimizers, *cfg.noise_optimizers) if o not in OPTIMIZERS]
+    if bad:
+        raise ValueError(f"optimizers {bad}: expected names from {OPTIMIZERS}")
+    if len(set(cfg.optimizers)) != len(cfg.optimizers):
+        raise ValueError(f"optimizers={cfg.optimizers!r}: expected each optimiser once")
     if len(cfg.optimizers) != len(cfg.lrs):
         raise ValueError(
             f"optimizers has {len(cfg.optimizers)} entries and lrs {len(cfg.lrs)}: expected one "
             "step size per optimiser"
         )
-    bad = [o for o in (*cfg.optimizers, *cfg.noise_optimizers) if o not in OPTIMIZERS]
-    if bad:
-        raise ValueError(f"optimizers {bad}: expected names from {OPTIMIZERS}")
-    if not cfg.lr_factors or any(not (f > 0 and math.isfinite(f)) for f in cfg.lr_factors):
-        raise ValueError(f"lr_factors={cfg.lr_factors}: expected finite factors > 0")
-    if cfg.model.vocab_size < 256 and cfg.data.source == "offline":
-        raise ValueError(f"model.vocab_size={cfg.model.vocab_size}: the offline corpus needs 256")
+    check_positive(cfg, "lrs")
+    if not cfg.lr_factors:
+        raise ValueError("lr_factors=(): expected at least one factor")
+    check_positive(cfg, "lr_factors")
+    check_ints(cfg, "batch_size", "steps", "log_every", "noise_samples")
+    check_ints(cfg, "eval_batches")  # the headline and the choice of step size are val losses
+    check_ints(cfg, "eval_every", "noise_every", "noise_batch_size", "seed",
+               minimum=0)  # fmt: skip
+    if cfg.noise_every and cfg.noise_optimizers and cfg.noise_samples < 2:
+        raise ValueError(
+            f"noise_samples={cfg.noise_samples}: expected >= 2 gradients per phi measurement"
+        )
     for tc in train_configs(cfg):
-        check_train_config(tc)
+        check_train_config(tc, n_devices=1)
 
 
 def run(cfg: DemoConfig, run: Run) -> dict[str, float]:
@@ -234,4 +248,13 @@ EXPERIMENT = Experiment(
     validate=validate,
     resumable=False,
     figures_dir="experiments/signsgd/figures",
+    key_numbers=(
+        "sgd/final_val_loss",
+        "sign_sgd/final_val_loss",
+        "signum/final_val_loss",
+        "adamw/final_val_loss",
+        "muon/final_val_loss",
+        "sign_sgd/final_phi",
+    ),
+    seconds={"smoke": 7.6, "quick": 412.0},
 )
