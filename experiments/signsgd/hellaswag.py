@@ -1,14 +1,15 @@
-"""Score a GPT-2 on HellaSwag from a local jsonl file: a pretraining run folder or a Hugging
-Face GPT-2 folder. A tool, not an experiment (``uv run experiments/signsgd/hellaswag.py --help``).
+"""Score a GPT-2 on HellaSwag, 4-way sentence completion, from a local jsonl file: the newest
+or a chosen checkpoint of a pretraining run folder, or a Hugging Face GPT-2 folder. Prints one
+JSON line with n, acc (summed log-likelihood), acc_norm (per character, as
+lm-evaluation-harness) and acc_token_norm (per token, as nanoGPT and llm.c). A tool, not an
+experiment.
 
+Examples:
     uv run experiments/signsgd/hellaswag.py --source ~/gpt2 --data hellaswag_val.jsonl
-    uv run experiments/signsgd/hellaswag.py --source results/signsgd/pretrain/paper \
-        --data hellaswag_val.jsonl --limit 1000
+    uv run experiments/signsgd/hellaswag.py --source ~/gpt2 --data hellaswag_val.jsonl --limit 100
 
-Prints acc (summed log-likelihood), acc_norm (per character, as lm-evaluation-harness) and
-acc_token_norm (per token, as nanoGPT / llm.c). The jsonl is rowanz/hellaswag's
-``hellaswag_val.jsonl`` (not downloaded by this tool). The work happens in
-:mod:`geomopt.lm._hellaswag`.
+The jsonl is hellaswag_val.jsonl of rowanz/hellaswag on GitHub; this tool does not download
+it. The work happens in geomopt.lm._hellaswag.
 """
 
 import dataclasses
@@ -61,4 +62,4 @@ def main(cfg: Config) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(Config)))
+    sys.exit(main(tyro.cli(Config, description=__doc__)))

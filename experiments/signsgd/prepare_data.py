@@ -1,18 +1,20 @@
-"""Tokenise text into GPT-2 token shards (256 x int32 header, then uint16 tokens). A tool, not
-an experiment: ``uv run experiments/signsgd/prepare_data.py [offline|smoke|fineweb|c4|files]``.
+"""Tokenise text into GPT-2 token shards for pretraining: a 256 x int32 header, then uint16
+tokens; the first shard is the validation split. The text is a Hugging Face dataset streamed
+by name (FineWeb, C4), local text files, or offline the Python standard library's sources. A
+tool, not an experiment: prepare_data.py [offline|smoke|fineweb|c4|files] [--field value ...].
 
-    # FineWeb 10B sample, GPT-2 BPE (network + the `datasets` package; ~100 shards of 100M)
+Examples:
+    # offline: the Python standard library's sources, byte-level (vocab 256), no network
+    uv run experiments/signsgd/prepare_data.py offline
+    # FineWeb 10B sample, GPT-2 BPE (network + the datasets package; ~100 shards of 100M)
     uv run --with datasets experiments/signsgd/prepare_data.py fineweb
     # C4 English (the paper's data)
     uv run --with datasets experiments/signsgd/prepare_data.py c4
     # local text files, one document each
     uv run experiments/signsgd/prepare_data.py files --files "notes/*.txt" --out-dir data/mine
-    # offline: the Python standard library's sources, byte-level (vocab 256), no network
-    uv run experiments/signsgd/prepare_data.py offline
 
 tiktoken downloads the GPT-2 BPE file on first use; offline, point TIKTOKEN_CACHE_DIR at a
-cached copy or use --tokenizer byte. This file is intentionally kept short: the work happens in
-:mod:`geomopt.lm`.
+cached copy or use --tokenizer byte. The work happens in geomopt.lm._prepare.
 """
 
 import dataclasses

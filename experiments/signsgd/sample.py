@@ -1,13 +1,14 @@
-"""Generate text from a GPT-2: a pretraining run folder or a Hugging Face GPT-2 folder. A tool,
-not an experiment (``uv run experiments/signsgd/sample.py --help``).
+"""Generate text from a GPT-2: the newest or a chosen checkpoint of a pretraining run folder,
+or a Hugging Face GPT-2 folder with config.json and model.safetensors. Prints each prompt
+followed by its sampled continuation. A tool, not an experiment.
 
+Examples:
     uv run experiments/signsgd/sample.py --source results/signsgd/pretrain/quick --prompt "def "
-    uv run experiments/signsgd/sample.py --source ~/gpt2 --prompt "Hello, I'm a language model," \
-        --num-samples 4 --temperature 0.8 --top-k 50
+    uv run experiments/signsgd/sample.py --source ~/gpt2 --prompt "Hello," --num-samples 4
 
 Byte-level models (vocabulary 256) decode bytes; other models use tiktoken's GPT-2 BPE, which
-must be in tiktoken's local cache (the tool says how when it is not). This file is
-intentionally kept short: the work happens in :mod:`geomopt.lm._sample`.
+must be in tiktoken's local cache (the tool says how when it is not). The work happens in
+geomopt.lm._sample.
 """
 
 import dataclasses
@@ -79,4 +80,4 @@ def main(cfg: Config) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(Config)))
+    sys.exit(main(tyro.cli(Config, description=__doc__)))
