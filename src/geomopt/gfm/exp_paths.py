@@ -10,8 +10,9 @@ each initialisation in ``gfm_inits`` (the first is the headline's ``gfm``); the 
 official Adam settings from their official initial paths (RBF / LAND / 1/p linear, Jacobian /
 Stein SLERP); RBF and LAND are fitted as the official code fits them. Not pinned by the official
 code (the torus GFM / Jacobian / Stein figure shows one pair with 50 waypoints): our choice is the
-same waypoint count for every method (50 in quick and paper), ``n_pairs`` pairs for each seed in
-``seeds``, sigma 0.1 and lambda 1 (the official torus setting). Module-level imports are light.
+same waypoint count for every method (50 in quick and paper), ``n_pairs`` pairs for each of the
+``n_seeds`` seeds ``pair_seed, pair_seed + 1, ...``, sigma 0.1 and lambda 1 (the official torus
+setting). Module-level imports are light.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.experiment import Experiment, Run, figure_path
-from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names
+from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec
 
 ALL_METHODS = ("gfm", "jacobian", "stein", "inverse_density", "rbf", "land", "linear")
+MANIFOLDS = ("torus", "twin_peaks", "sphere", "swiss_roll")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +36,7 @@ class PathsConfig:
     Paper command: ``uv run experiments/gfm/paths.py paper``."""
 
     manifolds: tuple[str, ...] = ("torus", "twin_peaks")
-    """Manifolds (geomopt.manifolds names)."""
+    """Manifolds: torus, twin_peaks, sphere, swiss_roll (the 3-D ones of geomopt.manifolds)."""
     methods: tuple[str, ...] = ALL_METHODS
     """Methods: gfm, gfm_adam, jacobian, stein, inverse_density, rbf, land, linear."""
     gfm_inits: tuple[str, ...] = ("denoised", "chord", "slerp")
@@ -53,8 +56,11 @@ class PathsConfig:
     """GFM's potential weight lambda (official: 1)."""
     n_pairs: int = 8
     """Endpoint pairs per seed and manifold."""
-    seeds: tuple[int, ...] = (0,)
-    """Seeds of the pairs (each draws n_pairs pairs)."""
+    n_seeds: int = 1
+    """How many seeds draw pairs: pair_seed, pair_seed + 1, ... (each n_pairs pairs per
+    manifold)."""
+    pair_seed: int = 0
+    """First seed of the pairs."""
     n_points: int = 50
     """Waypoints per path, endpoints included, for every method."""
     metric_data: int = 5000
@@ -74,31 +80,19 @@ class PathsConfig:
 
 
 def validate(cfg: PathsConfig) -> None:
-    from geomopt.gfm.exp_sigma_sweep import check_common
+    from geomopt.gfm.exp_sigma_sweep import INITS, check_common
 
-    known = ("gfm", "gfm_adam", *ALL_METHODS[1:])
-    bad = [m for m in cfg.methods if m not in known]
-    if bad or not cfg.methods:
-        raise ValueError(f"methods={cfg.methods!r}: expected names from {known}")
-    bad = [i for i in cfg.gfm_inits if i not in ("denoised", "chord", "slerp")]
-    if bad or not cfg.gfm_inits:
-        raise ValueError(f"gfm_inits={cfg.gfm_inits!r}: expected denoised, chord or slerp")
-    bad = [m for m in cfg.manifolds if m not in ("torus", "twin_peaks", "sphere", "swiss_roll")]
-    if bad or not cfg.manifolds:
-        raise ValueError(f"manifolds={cfg.manifolds!r}: expected 3-D manifolds (torus, ...)")
+    check_names(cfg, "manifolds", MANIFOLDS)
+    check_names(cfg, "methods", ("gfm", "gfm_adam", *ALL_METHODS[1:]))
+    check_names(cfg, "gfm_inits", INITS)
     check_common(cfg)
-    for n in ("n_pairs", "rbf_centers", "rbf_fit_iters", "land_fit_iters"):
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+    check_ints(cfg, "n_seeds", "metric_data", "rbf_centers", "rbf_fit_iters", "land_fit_iters")
+    check_positive(cfg, "rbf_kappa")
     if cfg.metric_data <= max(cfg.rbf_centers, 1000):
         raise ValueError(
-            f"metric_data={cfg.metric_data}: expected more than rbf_centers={cfg.rbf_centers} "
+            f"metric_data={cfg.metric_data!r}: expected more than rbf_centers={cfg.rbf_centers} "
             "and the 1000 LAND reference points"
         )
-    if not cfg.seeds:
-        raise ValueError("seeds=(): expected at least one seed")
-    validate_spec(cfg.denoiser)
 
 
 def method_keys(cfg) -> list[tuple[str, str, str]]:
@@ -160,14 +154,15 @@ def run(cfg: PathsConfig, run: Run) -> dict[str, float]:
     run.details["denoisers"] = {m: info for m, (_, info) in models.items()}
     headline: dict[str, float] = {}
     arrays, table = {}, []
-    bar = run.progress(total=len(cfg.manifolds) * len(cfg.seeds) * len(keys), desc="paths")
+    seeds = range(cfg.pair_seed, cfg.pair_seed + cfg.n_seeds)
+    bar = run.progress(total=len(cfg.manifolds) * len(seeds) * len(keys), desc="paths")
     with jax.enable_x64(True):
         for mi, name in enumerate(cfg.manifolds):
             manifold = get_manifold(name)
             model = models[name][0]
             fitted = fit_metrics(cfg, manifold, jax.random.fold_in(jax.random.key(1234), mi))
             per_key: dict[str, list] = {k: [] for k, _, _ in keys}
-            for seed in cfg.seeds:
+            for seed in seeds:
                 pk = jax.random.fold_in(jax.random.key(seed), mi)
                 x0, x1 = sample_pairs(manifold, cfg.n_pairs, pk)
                 for key, method, init in keys:
@@ -202,6 +197,8 @@ def run(cfg: PathsConfig, run: Run) -> dict[str, float]:
                 arrays[f"{name}/{key}/paths"] = np.concatenate([o["paths"] for o, _ in outs])
                 arrays[f"{name}/{key}/dist"] = ev["dist"]
                 headline[f"{name}/{key}"] = row["error_mean"]
+                if row["n_finite"] == 0:
+                    run.explain_nan(f"{name}/{key}", "every path diverged (non-finite waypoints)")
                 headline[f"{name}/{key}/on_manifold"] = row["on_manifold"]
                 headline[f"{name}/{key}/success"] = row["success"]
     bar.close()
@@ -319,7 +316,7 @@ EXPERIMENT = Experiment(
         "paper": PathsConfig(
             methods=("gfm", "gfm_adam", *ALL_METHODS[1:]),
             denoiser=DenoiserSpec(),
-            seeds=(0, 1, 2),
+            n_seeds=3,
             metric_data=20_000,
             rbf_centers=2000,
             rbf_kappa=2.0,
@@ -335,4 +332,17 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=(
+        "torus/gfm",
+        "torus/jacobian",
+        "torus/stein",
+        "torus/gfm/success",
+        "twin_peaks/gfm",
+    ),
+    paper={"torus/gfm": 0.029, "torus/jacobian": 0.054, "torus/stein": 0.326},
+    paper_source="gfm.md, torus 'distance to manifold' figure means; the figure is one pair, 50 "
+    "waypoints, settings unpublished, so only indicative",
+    # README.md: quick 199 s and paper 778 s wall at load ~2 with the denoisers cached (as
+    # reproduce.py runs it, after gfm/train_score)
+    seconds={"smoke": 13.5, "quick": 199.0, "paper": 778.0},
 )

@@ -13,12 +13,15 @@ when it stalls, diverges or ends off the manifold. Module-level imports are ligh
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names, check_nonnegative, check_one_of
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
+
+METHODS = ("gfm", "jacobian", "stein", "inverse_density")
+INITS = ("denoised", "chord", "slerp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,14 +30,15 @@ class SigmaSweepConfig:
 
     Paper command: ``uv run experiments/gfm/sigma_sweep.py paper``."""
 
-    manifold: str = "torus"
-    """Manifold (torus or twin_peaks)."""
+    manifold: Literal["torus", "twin_peaks"] = "torus"
+    """Manifold."""
     sigmas: tuple[float, ...] = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
     """Noise levels of the score."""
-    methods: tuple[str, ...] = ("gfm", "jacobian", "stein", "inverse_density")
-    """Sigma-dependent methods (rbf / land / linear do not use the score)."""
-    gfm_init: str = "denoised"
-    """GFM's initial path: denoised, chord or slerp (see gfm/paths)."""
+    methods: tuple[str, ...] = METHODS
+    """Sigma-dependent methods: gfm, jacobian, stein, inverse_density (rbf / land / linear do
+    not use the score)."""
+    gfm_init: Literal["denoised", "chord", "slerp"] = "denoised"
+    """GFM's initial path (see gfm/paths)."""
     gfm_solver: Literal["action", "lm"] = "action"
     """GFM's solver: "action" (trust-region descent of the path action, then LM: it reaches
     minima of the action) or "lm" (Levenberg-Marquardt on the residual alone, which also
@@ -59,35 +63,29 @@ class SigmaSweepConfig:
 
 def check_common(cfg) -> None:
     """Checks shared by gfm/paths and gfm/sigma_sweep; ``ValueError`` names the field."""
-    for n in ("sigma", "lam", "on_manifold_tol", "check_sigma"):
-        if not hasattr(cfg, n):
-            continue
-        v = getattr(cfg, n)
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and (v > 0 or n == "lam")):
-            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
-    if cfg.lam < 0:
-        raise ValueError(f"lam={cfg.lam!r}: expected >= 0")
-    if getattr(cfg, "gfm_solver", "action") not in ("action", "lm"):
-        raise ValueError(f"gfm_solver={cfg.gfm_solver!r}: expected 'action' or 'lm'")
-    if isinstance(cfg.n_points, bool) or not isinstance(cfg.n_points, int) or cfg.n_points < 4:
-        raise ValueError(f"n_points={cfg.n_points!r}: expected an integer >= 4")
+    check_positive(cfg, *(n for n in ("sigma", "on_manifold_tol", "check_sigma")
+                          if hasattr(cfg, n)))  # fmt: skip
+    check_nonnegative(cfg, "lam")
+    check_one_of(cfg, "gfm_solver", ("action", "lm"))
+    check_one_of(cfg, "potential", ("trained", "analytic"))
+    check_ints(cfg, "n_pairs")
+    check_ints(cfg, "pair_seed", minimum=0)
+    check_ints(cfg, "n_points", minimum=4)
+    validate_spec(cfg.denoiser)
 
 
 def validate(cfg: SigmaSweepConfig) -> None:
-    known = ("gfm", "jacobian", "stein", "inverse_density")
-    bad = [m for m in cfg.methods if m not in known]
-    if bad or not cfg.methods:
-        raise ValueError(f"methods={cfg.methods!r}: expected names from {known}")
-    if cfg.manifold not in ("torus", "twin_peaks"):
-        raise ValueError(f"manifold={cfg.manifold!r}: expected 'torus' or 'twin_peaks'")
-    if cfg.gfm_init not in ("denoised", "chord", "slerp"):
-        raise ValueError(f"gfm_init={cfg.gfm_init!r}: expected denoised, chord or slerp")
-    if not cfg.sigmas or not all(isinstance(s, (int, float)) and s > 0 for s in cfg.sigmas):
-        raise ValueError(f"sigmas={cfg.sigmas!r}: expected positive numbers")
-    if isinstance(cfg.n_pairs, bool) or not isinstance(cfg.n_pairs, int) or cfg.n_pairs < 1:
-        raise ValueError(f"n_pairs={cfg.n_pairs!r}: expected an integer >= 1")
+    check_one_of(cfg, "manifold", ("torus", "twin_peaks"))
+    check_names(cfg, "methods", METHODS)
+    check_one_of(cfg, "gfm_init", INITS)
+    if not cfg.sigmas:
+        raise ValueError(f"sigmas={cfg.sigmas!r}: expected at least one noise level")
+    check_positive(cfg, "sigmas")
+    keys = [f"{s:g}" for s in cfg.sigmas]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"sigmas={cfg.sigmas!r}: expected distinct values (to 6 digits, as "
+                         "the headline keys print them)")  # fmt: skip
     check_common(cfg)
-    validate_spec(cfg.denoiser)
 
 
 def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
@@ -127,6 +125,11 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
                 row["seconds"] = out["seconds"]
                 table.append(row)
                 headline[f"{method}/sigma={sigma:g}/error"] = row["error_mean"]
+                if row["n_finite"] == 0:
+                    run.explain_nan(
+                        f"{method}/sigma={sigma:g}/error",
+                        "every path diverged (non-finite waypoints)",
+                    )
                 headline[f"{method}/sigma={sigma:g}/failure"] = 1.0 - row["success"]
                 bar.update(1)
     bar.close()
@@ -191,7 +194,7 @@ EXPERIMENT = Experiment(
     description="GFM vs the score-based metrics as sigma goes 0.5 -> 0.01 (trained score)",
     presets={
         "smoke": SigmaSweepConfig(
-            sigmas=(0.3, 0.03),
+            sigmas=(0.1, 0.01),
             methods=("gfm", "stein"),
             denoiser=SMOKE_DENOISER,
             n_pairs=2,
@@ -210,4 +213,14 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=(
+        "gfm/sigma=0.01/error",
+        "gfm/sigma=0.01/failure",
+        "stein/sigma=0.01/error",
+        "gfm/sigma=0.1/error",
+        "stein/sigma=0.1/error",
+    ),
+    # smoke: inside reproduce.py, after gfm/paths compiled the same solves (about 10 s alone);
+    # quick 74 s and paper 634 s wall at load ~2 with the denoiser cached (README.md)
+    seconds={"smoke": 0.3, "quick": 74.0, "paper": 634.0},
 )

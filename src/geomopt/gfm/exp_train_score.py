@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names, check_nested
 
 MANIFOLD_NAMES = ("circle", "sphere", "torus", "twin_peaks", "swiss_roll", "two_moons")
 
@@ -71,21 +72,21 @@ class TrainScoreConfig:
 
 
 def validate(cfg: TrainScoreConfig) -> None:
-    unknown = [m for m in cfg.manifolds if m not in MANIFOLD_NAMES]
-    if unknown or not cfg.manifolds:
-        raise ValueError(f"manifolds={cfg.manifolds!r}: expected names from {MANIFOLD_NAMES}")
+    check_names(cfg, "manifolds", MANIFOLD_NAMES)
     validate_spec(cfg.denoiser)
 
 
-def validate_spec(spec: DenoiserSpec) -> None:
-    """Raise ``ValueError`` naming the first bad field of a :class:`DenoiserSpec`."""
-    for n in ("width", "n_blocks", "embed_dim", "n_data", "steps", "batch_size", "log_every",
-              "n_samples"):  # fmt: skip
-        v = getattr(spec, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"denoiser.{n}={v!r}: expected an integer >= 1")
-    if not spec.lr > 0:
-        raise ValueError(f"denoiser.lr={spec.lr!r}: expected > 0")
+def validate_spec(spec: DenoiserSpec, prefix: str = "denoiser.") -> None:
+    """Raise ``ValueError`` naming the first bad field of a :class:`DenoiserSpec` (as
+    ``<prefix><field>``)."""
+    check_nested(prefix, check_ints, spec, "width", "n_blocks", "n_data", "steps", "batch_size",
+                 "log_every", "n_samples")  # fmt: skip
+    check_nested(prefix, check_ints, spec, "seed", minimum=0)
+    check_nested(prefix, check_positive, spec, "lr")
+    e = spec.embed_dim
+    if isinstance(e, bool) or not isinstance(e, int) or e < 2 or e % 2:
+        raise ValueError(f"{prefix}embed_dim={e!r}: expected an even integer >= 2 (sin and cos "
+                         "features in pairs)")  # fmt: skip
 
 
 def run(cfg: TrainScoreConfig, run: Run) -> dict[str, float]:
@@ -169,4 +170,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=(
+        "torus/sample_mean_distance",
+        "torus/data_mean_distance",
+        "circle/sample_mean_distance",
+        "twin_peaks/sample_mean_distance",
+    ),
+    # quick: README_score.md (206 s wall at load ~10); paper: its 2534 s with torus and twin
+    # peaks cached plus their training (534 + 581 s) in the gfm/paths paper run
+    seconds={"smoke": 9.6, "quick": 206.0, "paper": 3649.0},
 )
