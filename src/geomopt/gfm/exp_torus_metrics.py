@@ -22,7 +22,8 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names, check_nonnegative, check_one_of, is_number
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))
@@ -45,11 +46,11 @@ class TorusMetricsConfig:
     """GFM's lambda (official 1)."""
     solvers: tuple[str, ...] = SOLVERS
     """action (ours: trust-region descent of the path action, then LM; one solve at sigma),
-    lm (ours, one solve at sigma), lm_continuation (ours: ``gfm.solve_continuation`` over
+    lm (ours, one solve at sigma), lm_continuation (ours: gfm.solve_continuation over
     continuation_sigmas, each level warm-starting the next; the solver README's recommendation for
     learned potentials) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
     continuation_sigmas: tuple[float, ...] = (0.3, 0.2)
-    """Noise levels solved before ``sigma`` by lm_continuation (largest first)."""
+    """Noise levels solved before sigma by lm_continuation (largest first)."""
     adam_iters: int = 1501
     """Official Adam iterations."""
     potential: Literal["trained", "analytic"] = "trained"
@@ -60,26 +61,38 @@ class TorusMetricsConfig:
     """A path is on the manifold when its largest distance to it is at most this."""
 
 
+def _good_run(r) -> bool:
+    if not (isinstance(r, tuple) and len(r) == 5 and isinstance(r[0], str) and r[0]):
+        return False
+    _, alpha, beta, k, lr = r
+    positive = all(is_number(v) and math.isfinite(v) and v > 0 for v in (alpha, beta, lr))
+    return positive and isinstance(k, int) and not isinstance(k, bool) and k >= 4
+
+
 def validate(cfg: TorusMetricsConfig) -> None:
-    for r in cfg.runs:
-        if len(r) != 5 or not (r[1] > 0 and r[2] > 0 and r[4] > 0) or int(r[3]) < 4:
-            raise ValueError(f"runs entry {r!r}: expected (name, alpha>0, beta>0, K>=4, lr>0)")
-    bad = [s for s in cfg.solvers if s not in SOLVERS]
-    if bad or not cfg.solvers:
-        raise ValueError(f"solvers={cfg.solvers!r}: expected names from {SOLVERS}")
-    cs = cfg.continuation_sigmas
-    if not all(isinstance(v, (int, float)) and v > cfg.sigma for v in cs) or list(cs) != sorted(
-        cs, reverse=True
-    ):
+    runs = cfg.runs
+    if not runs or not all(_good_run(r) for r in runs) or len({r[0] for r in runs}) != len(runs):
         raise ValueError(
-            f"continuation_sigmas={cs!r}: expected decreasing numbers > sigma={cfg.sigma!r}"
+            f"runs={runs!r}: expected at least one (name, alpha, beta, waypoints, lr) with "
+            "distinct non-empty names, finite alpha, beta, lr > 0 and integer waypoints >= 4"
         )
-    for n in ("gamma", "sigma", "on_manifold_tol"):
-        v = getattr(cfg, n)
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"{n}={v!r}: expected a finite number > 0")
-    if cfg.adam_iters < 1:
-        raise ValueError(f"adam_iters={cfg.adam_iters!r}: expected >= 1")
+    check_names(cfg, "solvers", SOLVERS)
+    check_positive(cfg, "gamma", "sigma", "on_manifold_tol")
+    check_nonnegative(cfg, "lam")
+    cs = cfg.continuation_sigmas
+    ok = all(is_number(v) and math.isfinite(v) and v > cfg.sigma for v in cs)
+    if not ok or len(set(cs)) != len(cs) or list(cs) != sorted(cs, reverse=True):
+        raise ValueError(
+            f"continuation_sigmas={cs!r}: expected distinct finite numbers > sigma={cfg.sigma!r}, "
+            "largest first"
+        )
+    if not cs and "lm_continuation" in cfg.solvers:
+        raise ValueError(
+            "continuation_sigmas=(): expected at least one level above sigma for the "
+            "lm_continuation solver (without one it is the lm solver)"
+        )
+    check_ints(cfg, "adam_iters")
+    check_one_of(cfg, "potential", ("trained", "analytic"))
     validate_spec(cfg.denoiser)
 
 
@@ -174,6 +187,9 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                 headline[f"{name}/{solver}/error"] = row["error_mean"]
                 headline[f"{name}/{solver}/residual"] = row["residual"]
                 headline[f"{name}/{solver}/success"] = float(row["success"])
+                for k in ("error", "residual"):
+                    if not math.isfinite(headline[f"{name}/{solver}/{k}"]):
+                        run.explain_nan(f"{name}/{solver}/{k}", "the solve diverged (non-finite)")
                 run.print(
                     f"run {name} ({alpha:g}, {beta:g}), {solver}: {status} after "
                     f"{row['iterations']} iterations, residual {row['residual']:.3g}, mean / max "
@@ -273,4 +289,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=(
+        "A/action/error",
+        "A/action/success",
+        "action/distinct_routes",
+        "B/action/error",
+        "C/action/success",
+    ),
+    # quick 122 s and paper 123 s wall at load ~2, denoiser cached (README.md's reruns)
+    seconds={"smoke": 19.3, "quick": 122.0, "paper": 123.0},
 )
