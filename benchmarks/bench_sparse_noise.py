@@ -45,7 +45,7 @@ def main(cfg: Config) -> None:
     run_steps = coord_steps = full_coord_steps = 0
     for r in rows:
         grid = len(exp.sgd_grid) if r["opt"] == "sgd" else len(exp.sign_grid)
-        steps = r["checkpoints"][-1] * grid * exp.seeds
+        steps = r["checkpoints"][-1] * grid * exp.n_seeds
         stored = r["d"] if r["d"] <= exp.full_max_d else 2 * exp.levels
         run_steps += steps
         coord_steps += steps * stored
@@ -65,8 +65,8 @@ def main(cfg: Config) -> None:
         f"{load_before:.1f} / {load_after:.1f} |",
         f"| dimensions d | {', '.join(map(str, exp.dims))} |",
         f"| phi sweep | d = {exp.phi_d}, {exp.phi_points} values of s |",
-        f"| seeds x grid | {exp.seeds} x {len(exp.sgd_grid)} (SGD), "
-        f"{exp.seeds} x {len(exp.sign_grid)} (SignSGD) |",
+        f"| seeds x grid | {exp.n_seeds} x {len(exp.sgd_grid)} (SGD), "
+        f"{exp.n_seeds} x {len(exp.sign_grid)} (SignSGD) |",
         f"| optimiser steps summed over the batch | {run_steps:.3e} |",
         f"| throughput (optimiser steps / s, summed over the batch) | {run_steps / wall:.3e} |",
         f"| stored coordinate updates / s | {coord_steps / wall:.3e} |",

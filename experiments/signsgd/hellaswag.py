@@ -10,6 +10,7 @@ Examples:
 
 The jsonl is hellaswag_val.jsonl of rowanz/hellaswag on GitHub; this tool does not download
 it. The work happens in geomopt.lm._hellaswag.
+Errors are one line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 """
 
 import dataclasses
@@ -18,6 +19,8 @@ import sys
 from typing import Literal
 
 import tyro
+
+from geomopt.experiment import tool_main
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,5 +64,9 @@ def main(cfg: Config) -> int:
     return 0
 
 
+def parse(argv: list[str]) -> Config:
+    return tyro.cli(Config, args=argv, description=__doc__)
+
+
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(Config, description=__doc__)))
+    sys.exit(tool_main("hellaswag.py", main, parse))

@@ -14,7 +14,8 @@ Examples:
     uv run experiments/signsgd/prepare_data.py files --files "notes/*.txt" --out-dir data/mine
 
 tiktoken downloads the GPT-2 BPE file on first use; offline, point TIKTOKEN_CACHE_DIR at a
-cached copy or use --tokenizer byte. The work happens in geomopt.lm._prepare.
+cached copy or use --tokenizer byte. The work happens in geomopt.lm._prepare. Errors are one
+line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 """
 
 import dataclasses
@@ -23,6 +24,8 @@ import sys
 from typing import Literal
 
 import tyro
+
+from geomopt.experiment import tool_main
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,4 +116,4 @@ def parse(argv: list[str]) -> Config:
 
 
 if __name__ == "__main__":
-    sys.exit(main(parse(sys.argv[1:])))
+    sys.exit(tool_main("prepare_data.py", main, parse))

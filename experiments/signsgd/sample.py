@@ -9,6 +9,7 @@ Examples:
 Byte-level models (vocabulary 256) decode bytes; other models use tiktoken's GPT-2 BPE, which
 must be in tiktoken's local cache (the tool says how when it is not). The work happens in
 geomopt.lm._sample.
+Errors are one line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 """
 
 import dataclasses
@@ -16,6 +17,8 @@ import sys
 from typing import Literal
 
 import tyro
+
+from geomopt.experiment import tool_main
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,5 +82,9 @@ def main(cfg: Config) -> int:
     return 0
 
 
+def parse(argv: list[str]) -> Config:
+    return tyro.cli(Config, args=argv, description=__doc__)
+
+
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(Config, description=__doc__)))
+    sys.exit(tool_main("sample.py", main, parse))

@@ -78,6 +78,7 @@ __all__ = [
     "plot_run",
     "main",
     "plot_main",
+    "tool_main",
     "OverallProgress",
     "provenance",
     "RESERVED_FIELDS",
@@ -1156,6 +1157,30 @@ def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "
     for fig in figures:
         print(f"figure: {fig}")
     return status
+
+
+def tool_main(
+    name: str,
+    run: Callable[[Any], int | None],
+    parse: Callable[[list[str]], Any],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """The command line of a tool that is not an experiment (``sample.py``, ``hellaswag.py``,
+    ...): ``parse(argv)`` (tyro prints its own usage errors), then ``run(config)`` with errors
+    as one line (the traceback with ``--debug`` or GEOMOPT_DEBUG=1) and Ctrl-C handled."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or debug_wanted()
+    cfg = parse([a for a in argv if a != "--debug"])
+    with interrupt_guard():
+        try:
+            return int(run(cfg) or 0)
+        except Exception as e:
+            if not interrupt_requested():
+                return report_error(name, e, debug)
+            print(f"\n{name}: interrupted", file=sys.stderr)
+        except KeyboardInterrupt:
+            print(f"\n{name}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = None) -> int:
