@@ -1,6 +1,7 @@
 """gfm/shapes end to end at the smoke preset, and the pieces of its pipeline."""
 
 import json
+import math
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,8 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     for f in ("config.json", "metrics.jsonl", "summary.json", "paths.npz", "strips.npz"):
         assert (run_dir / f).exists(), f
     headline = json.loads((run_dir / "summary.json").read_text())["headline"]
+    bad = {k: v for k, v in outcome.headline.items() if not math.isfinite(v)}
+    assert not bad, f"smoke headline values not finite: {bad}"
     for m in cfg.methods:
         for k in ("CD", "HD", "F@0.1", "COV", "family_dist"):
             assert f"{m}/{k}" in headline

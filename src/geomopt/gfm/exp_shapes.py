@@ -19,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Literal
 
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names, check_nonnegative, check_one_of
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 
@@ -61,8 +63,8 @@ class ShapesConfig:
     """Noise level of endpoints, score and denoising start (official 0.3)."""
     lam: float = 1.0
     """Potential weight lambda of GFM (official 1)."""
-    residual: str = "hypersphere"
-    """GFM residual: 'hypersphere' (official for latents) or 'euclidean'."""
+    residual: Literal["hypersphere", "euclidean"] = "hypersphere"
+    """GFM residual (official for latents: hypersphere)."""
     lr: float = 0.01
     """Adam learning rate of gfm_adam / jacobian / stein / rbf / land (official 0.01)."""
     adam_iters: int = 500
@@ -88,24 +90,37 @@ class ShapesConfig:
 
 
 def validate(cfg: ShapesConfig) -> None:
-    check_ints(cfg, "n_shapes", "n_reference", "mesh_res", "n_cloud", "n_query", "latent_dim",
-              "ae_width", "ae_steps", "ae_batch", "edm_width", "edm_steps", "n_pairs",
-              "denoise_steps", "decode_res", "n_surface", "n_eval_points", "rbf_centers",
-              "adam_iters", "rbf_iters", "land_iters")  # fmt: skip
-    if cfg.n_points < 3:
-        raise ValueError(f"n_points={cfg.n_points}: expected >= 3")
-    if not cfg.eval_steps or not all(0 < s < cfg.n_points - 1 for s in cfg.eval_steps):
-        raise ValueError(f"eval_steps={cfg.eval_steps}: expected inner waypoints of {cfg.n_points}")
+    check_ints(cfg, "n_shapes", "n_reference", "n_cloud", "n_query", "ae_width", "ae_steps",
+               "ae_batch", "edm_width", "edm_steps", "n_pairs", "denoise_steps", "n_eval_points",
+               "rbf_centers", "adam_iters", "rbf_iters", "land_iters")  # fmt: skip
+    check_ints(cfg, "seed", minimum=0)
+    check_ints(cfg, "latent_dim", minimum=2)  # a 1-d hypersphere residual or SLERP cannot turn
+    check_ints(cfg, "mesh_res", minimum=12)  # coarser grids miss thin family members (tori)
+    check_ints(cfg, "decode_res", minimum=2)  # marching cubes needs 2 points per axis
+    check_ints(cfg, "n_surface", minimum=8)  # the family fit needs 8 surface points
+    check_ints(cfg, "n_points", minimum=3)
+    steps = cfg.eval_steps
+    ok = all(isinstance(s, int) and not isinstance(s, bool) and 0 < s < cfg.n_points - 1
+             for s in steps)  # fmt: skip
+    if not steps or not ok or len(set(steps)) != len(steps):
+        raise ValueError(
+            f"eval_steps={steps!r}: expected distinct inner waypoints 1..{cfg.n_points - 2} of "
+            f"n_points={cfg.n_points}, at least one"
+        )
     check_positive(cfg, "sigma", "lr")
-    if cfg.residual not in ("hypersphere", "euclidean"):
-        raise ValueError(f"residual={cfg.residual!r}: expected 'hypersphere' or 'euclidean'")
-    bad = [m for m in cfg.methods if m not in ALL_METHODS]
-    if bad or not cfg.methods:
-        raise ValueError(f"methods={cfg.methods}: expected a non-empty subset of {ALL_METHODS}")
+    check_nonnegative(cfg, "lam")
+    check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
+    check_names(cfg, "methods", ALL_METHODS)
     if cfg.n_eval_points > cfg.n_surface:
-        raise ValueError(f"n_eval_points={cfg.n_eval_points} > n_surface={cfg.n_surface}")
+        raise ValueError(
+            f"n_eval_points={cfg.n_eval_points!r}: expected at most n_surface={cfg.n_surface} "
+            "(they are chosen among those points)"
+        )
     if cfg.rbf_centers > cfg.n_shapes:
-        raise ValueError(f"rbf_centers={cfg.rbf_centers} > n_shapes={cfg.n_shapes}")
+        raise ValueError(
+            f"rbf_centers={cfg.rbf_centers!r}: expected at most n_shapes={cfg.n_shapes} "
+            "(k-means on the training latents)"
+        )
 
 
 def _model_key(cfg: ShapesConfig) -> dict:
@@ -194,6 +209,9 @@ def _score_shapes(clouds, ok, ref_clouds, cfg: ShapesConfig, seed: int):
     return m, fam_d, np.sqrt(cd.min(axis=1))
 
 
+NO_SURFACE = "no decoded shape has a surface (no zero crossing in any decoded SDF grid)"
+
+
 def run(cfg: ShapesConfig, run: Run) -> dict[str, float]:
     import jax
     import numpy as np
@@ -247,6 +265,8 @@ def run(cfg: ShapesConfig, run: Run) -> dict[str, float]:
         m, fam_d, _ = _score_shapes(clouds, ok, ref_clouds, cfg, cfg.seed)
         table[name] = {**m, "family_dist": _nanmean(fam_d), "failed": float((~ok).mean())}
         headline[f"{name}/family_dist"] = table[name]["family_dist"]
+        if not ok.any():
+            run.explain_nan(f"{name}/family_dist", NO_SURFACE)
         bar.update(1)
     for meth in cfg.methods:
         bar.set_description(f"decode + score: {meth}")
@@ -262,6 +282,8 @@ def run(cfg: ShapesConfig, run: Run) -> dict[str, float]:
         table[meth] = row
         for k in ("CD", "HD", "F@0.1", "COV", "family_dist"):
             headline[f"{meth}/{k}"] = row[k]
+        if not ok.any():
+            run.explain_nan(f"{meth}/family_dist", NO_SURFACE)
         run.log(method=meth, **row)
         # strip: every waypoint of pair 0, decoded, FPS-thinned for drawing
         sc, sok = decode_clouds(p[0], cfg.seed)
@@ -345,7 +367,9 @@ EXPERIMENT = Experiment(
             n_cloud=64,
             n_query=256,
             latent_dim=8,
-            ae_width=32,
+            # at width 32 (seed 0) the decoder starts below the clamp band (-0.1) of its loss,
+            # which has no gradient there: it never learns and nothing decodes
+            ae_width=64,
             ae_steps=20,
             ae_batch=4,
             edm_width=32,
@@ -390,4 +414,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=(
+        "gfm/family_dist",
+        "linear/family_dist",
+        "endpoints/family_dist",
+        "gfm/CD",
+        "gfm/COV",
+    ),
+    # quick: README_latent.md (3336 s at load 12-28)
+    seconds={"smoke": 18.7, "quick": 3336.0},
 )
