@@ -1,6 +1,7 @@
 """gfm/digits end to end at the smoke preset, and the image metrics on known cases."""
 
 import json
+import math
 
 import jax
 import numpy as np
@@ -19,6 +20,8 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     for f in ("config.json", "metrics.jsonl", "summary.json", "paths.npz"):
         assert (run_dir / f).exists(), f
     headline = json.loads((run_dir / "summary.json").read_text())["headline"]
+    bad = {k: v for k, v in outcome.headline.items() if not math.isfinite(v)}
+    assert not bad, f"smoke headline values not finite: {bad}"
     for m in cfg.methods:
         for k in ("PPL", "PDV", "FID", "quality"):
             assert np.isfinite(headline[f"{m}/{k}"]), (m, k)

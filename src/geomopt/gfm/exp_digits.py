@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Literal
 
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.gfm._checks import check_names, check_nonnegative, check_one_of
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 
@@ -39,7 +41,7 @@ class DigitsConfig:
     """Noise level of endpoints, score and denoising start (official images: 0.5)."""
     lam: float = 1.0
     """Potential weight lambda of GFM."""
-    residual: str = "euclidean"
+    residual: Literal["hypersphere", "euclidean"] = "euclidean"
     """GFM residual; pixel space is not a Gaussian latent, so the Euclidean one by default."""
     lr: float = 0.01
     """Adam learning rate of the Adam-based methods."""
@@ -61,19 +63,28 @@ class DigitsConfig:
     """Seed of the split, training, pairs and noise."""
 
 
+N_IMAGES = 1797
+"""Images in scikit-learn's digits."""
+
+
 def validate(cfg: DigitsConfig) -> None:
     check_ints(cfg, "edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters",
                "rbf_iters", "land_iters", "rbf_centers", "denoise_steps", "n_test")  # fmt: skip
-    if cfg.n_points < 3:
-        raise ValueError(f"n_points={cfg.n_points}: expected >= 3")
+    check_ints(cfg, "seed", minimum=0)
+    check_ints(cfg, "n_points", minimum=3)
     if not 2 * cfg.n_pairs <= cfg.n_test <= 1000:
-        raise ValueError(f"n_test={cfg.n_test}: expected 2 * n_pairs <= n_test <= 1000")
+        raise ValueError(
+            f"n_test={cfg.n_test!r}: expected 2 * n_pairs = {2 * cfg.n_pairs} <= n_test <= 1000"
+        )
+    if cfg.rbf_centers > N_IMAGES - cfg.n_test:
+        raise ValueError(
+            f"rbf_centers={cfg.rbf_centers!r}: expected at most the {N_IMAGES - cfg.n_test} "
+            "training images (k-means on them)"
+        )
     check_positive(cfg, "sigma", "lr")
-    if cfg.residual not in ("hypersphere", "euclidean"):
-        raise ValueError(f"residual={cfg.residual!r}: expected 'hypersphere' or 'euclidean'")
-    bad = [m for m in cfg.methods if m not in ALL_METHODS]
-    if bad or not cfg.methods:
-        raise ValueError(f"methods={cfg.methods}: expected a non-empty subset of {ALL_METHODS}")
+    check_nonnegative(cfg, "lam")
+    check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
+    check_names(cfg, "methods", ALL_METHODS)
 
 
 def _pairs(labels, n_pairs: int, seed: int):
@@ -267,4 +278,7 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
+    key_numbers=("gfm/FID", "slerp/FID", "heldout/FID", "gfm/PPL", "gfm/quality"),
+    # quick: README_latent.md (1551 s at load ~15)
+    seconds={"smoke": 18.1, "quick": 1551.0},
 )
