@@ -533,3 +533,20 @@ def test_other_hosts_leave_the_run_folder_to_process_zero(tmp_path, monkeypatch)
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
     other = execute(make(), Cfg(), preset="quick", out=tmp_path, name="fresh")
     assert other.status == "ran" and not other.path.exists()
+
+
+def test_tools_report_errors_in_one_line(tmp_path, capsys):
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "sample_tool", root / "experiments" / "signsgd" / "sample.py"
+    )
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    argv = ["--source", str(tmp_path / "none")]
+    assert ex.tool_main("sample.py", tool.main, tool.parse, argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sample.py: error: {tmp_path / 'none'}"), err
+    assert ex.tool_main("sample.py", tool.main, tool.parse, [*argv, "--debug"]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
