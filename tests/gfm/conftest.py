@@ -2,6 +2,7 @@
 denoisers (cached under ``<out>/_cache/denoiser``) are trained once."""
 
 import json
+import math
 
 import pytest
 
@@ -20,6 +21,8 @@ def _run_smoke(exp, out):
     for f in ("config.json", "metrics.jsonl", "summary.json"):
         assert (path / f).exists(), f
     summary = json.loads((path / "summary.json").read_text())
+    bad = {k: v for k, v in outcome.headline.items() if not math.isfinite(v)}
+    assert not bad, f"smoke must exercise every computation; non-finite headline values: {bad}"
     assert summary["headline"] == outcome.headline
     figures = plot_run(exp, path, out / "figures")
     assert figures and all(f.exists() and f.stat().st_size > 0 for f in figures)
