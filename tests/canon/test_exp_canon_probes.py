@@ -1,14 +1,14 @@
 """The canon probe experiments on the runner: smoke presets end to end (folder layout, headline
-keys, figures), refusals before a folder exists, and a killed run that plotting refuses."""
+keys, figures), refusals before a folder exists, and a killed run that leaves nothing."""
 
 import dataclasses
 import os
 
 import pytest
 
-from geomopt.experiment import execute, plot_run
+from geomopt.experiment import execute, plot_run, staging_folder
 from geomopt.registry import EXPERIMENTS
-from geomopt.runs import RunError, RunExistsError
+from geomopt.runs import RunError
 
 MODULES = ("exp_covering", "exp_curve_regularity", "exp_stability")
 
@@ -81,9 +81,10 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
         execute(exp, cfg, preset="smoke", out=tmp_path / "o3")
 
 
-def test_killed_run_is_refused_by_plot_and_rerun(tmp_path):
-    """A run interrupted half-way leaves config + partial metrics: plotting refuses it with a
-    message (no traceback) and a plain rerun refuses too (these experiments do not resume)."""
+def test_killed_run_keeps_nothing_and_reruns(tmp_path):
+    """A run interrupted half-way keeps nothing (these experiments do not resume, so no
+    unfinished folder is left, neither the run folder nor its staging folder), plotting refuses
+    the missing run with a message, and the same command then runs from scratch."""
     exp = _exp("exp_curve_regularity")
     cfg = exp.presets["smoke"]
 
@@ -107,12 +108,13 @@ def test_killed_run_is_refused_by_plot_and_rerun(tmp_path):
             execute(exp, cfg, preset="smoke", out=tmp_path)
     finally:
         holder.curve_modulus = real
+    assert calls["n"] == 3
     path = tmp_path / exp.name / "smoke"
-    assert (path / "metrics.jsonl").read_text() and not (path / "summary.json").exists()
-    with pytest.raises(RunError, match="unfinished"):
+    assert not path.exists() and not staging_folder(path).exists()
+    with pytest.raises(RunError, match="smoke"):
         plot_run(exp, path, tmp_path / "figures")
-    with pytest.raises(RunExistsError, match="cannot resume"):
-        execute(exp, cfg, preset="smoke", out=tmp_path)
+    out = execute(exp, cfg, preset="smoke", out=tmp_path)
+    assert out.status == "ran" and (path / "summary.json").is_file()
 
 
 @pytest.mark.parametrize("name", MODULES)
