@@ -1,6 +1,7 @@
 """Point-cloud classifiers: the official MLP against its definition, invariances, dropout,
 training (one compilation for all strides and for the four MLP orders), bad input."""
 
+import dataclasses
 import itertools
 import math
 
@@ -212,6 +213,19 @@ def test_vmapped_seeds_equal_separate_runs():
     _, loss_b, _ = train_models("lex", inp, y, 2, TINY, [1, 2], **kw)
     np.testing.assert_allclose(loss_a[1], loss_b[0], rtol=1e-4, atol=1e-5)
     assert not np.allclose(loss_a[0], loss_b[1])
+
+
+def test_fast_compile_trains_the_same_models():
+    """`TrainConfig.fast_compile` (the smoke presets) changes how XLA compiles the loops, not
+    what they compute: the same loss curves, accuracies and predictions as the default."""
+    x, y = _easy_problem(32)
+    fast = dataclasses.replace(TINY, epochs=3, fast_compile=True)
+    (a,) = fit("group_avg", x, y, x[:16], y[:16], 2, dataclasses.replace(fast, fast_compile=False),
+               [0, 1])  # fmt: skip
+    (b,) = fit("group_avg", x, y, x[:16], y[:16], 2, fast, [0, 1])
+    np.testing.assert_allclose(a["loss_curve"], b["loss_curve"], rtol=1e-4, atol=1e-5)
+    for key in ("train_acc", "test_acc", "train_acc_running"):
+        np.testing.assert_array_equal(a[key], b[key])
 
 
 def test_bad_input(key, cloud):

@@ -66,8 +66,15 @@ def _take(tree, idx):
     return jax.tree_util.tree_map(lambda a: a[idx], tree)
 
 
-@eqx.filter_jit
-def _train(models, inputs, y, n_sub, stride, keys, hp, *, epochs: int, batch: int, n_classes: int):
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+"""XLA options of ``TrainConfig.fast_compile``: LLVM's optimisations off, so the training and
+prediction loops compile in about half the time and run slower (smoke runs, where compiling
+dominates)."""
+
+
+def _train_loop(
+    models, inputs, y, n_sub, stride, keys, hp, *, epochs: int, batch: int, n_classes: int
+):
     filt = trainable_filter(models)
     params, rest = eqx.partition(models, filt)
     frozen, static = eqx.partition(rest, eqx.is_array)  # the fixed Fourier matrices, per seed
@@ -129,6 +136,10 @@ def _train(models, inputs, y, n_sub, stride, keys, hp, *, epochs: int, batch: in
     return eqx.combine(params, frozen, static), losses.T, accs.T
 
 
+_train = eqx.filter_jit(_train_loop)
+_train_fast_compile = eqx.filter_jit(_train_loop, compiler_options=FAST_COMPILE)
+
+
 def train_models(
     kind: str,
     inputs,
@@ -161,7 +172,7 @@ def train_models(
     cfg = model_config(kind, train)
     models = init_models(kind, n_points, d, n_classes, cfg, seeds)
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
-    return _train(
+    return (_train_fast_compile if train.fast_compile else _train)(
         models,
         inputs,
         y_train,
@@ -175,14 +186,20 @@ def train_models(
     )
 
 
-@eqx.filter_jit
-def _predict(models, inputs):
+def _predict_chunk(models, inputs):
     return eqx.filter_vmap(lambda m: jnp.argmax(jax.vmap(m.apply)(inputs), axis=-1))(models)
 
 
-def predict(models, inputs, *, idx=None, chunk: int = 256) -> np.ndarray:
+_predict = eqx.filter_jit(_predict_chunk)
+_predict_fast_compile = eqx.filter_jit(_predict_chunk, compiler_options=FAST_COMPILE)
+
+
+def predict(
+    models, inputs, *, idx=None, chunk: int = 256, fast_compile: bool = False
+) -> np.ndarray:
     """Predicted classes ``(n_seeds, n)`` of the stacked models on (the ``idx`` rows of) the
-    prepared ``inputs``."""
+    prepared ``inputs`` (``fast_compile``: see :data:`FAST_COMPILE`)."""
+    step = _predict_fast_compile if fast_compile else _predict
     n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
     idx = np.arange(n) if idx is None else np.asarray(idx)
     out = []
@@ -190,7 +207,7 @@ def predict(models, inputs, *, idx=None, chunk: int = 256) -> np.ndarray:
         part = idx[i : i + chunk]
         if len(part) < chunk:  # pad to one shape: no recompilation
             part = np.concatenate([part, np.full(chunk - len(part), part[-1])])
-        out.append(np.asarray(_predict(models, _take(inputs, jnp.asarray(part)))))
+        out.append(np.asarray(step(models, _take(inputs, jnp.asarray(part)))))
     return np.concatenate(out, axis=1)[:, : len(idx)]
 
 
@@ -230,8 +247,9 @@ def fit(
             kind, inp_tr, y_train, n_classes, train, seeds, stride=stride, n_points=p, d=d
         )
         sub = np.arange(0, len(y_train), stride)
-        tr = (predict(models, inp_tr, idx=sub) == y_train[sub][None]).mean(1)
-        te = (predict(models, inp_te) == y_test[None]).mean(1)
+        fast = train.fast_compile
+        tr = (predict(models, inp_tr, idx=sub, fast_compile=fast) == y_train[sub][None]).mean(1)
+        te = (predict(models, inp_te, fast_compile=fast) == y_test[None]).mean(1)
         losses = np.asarray(losses)
         results.append(
             dict(

@@ -131,9 +131,12 @@ class TrainConfig:
     """Batch size (official 256; the last incomplete batch of an epoch is dropped)."""
     use_order_presets: bool = True
     """Take dropout / Fourier scale / label smoothing / lr / weight decay from the official
-    per-order settings (``ORDER_PRESETS``) instead of ``model``."""
+    per-order settings (`geomopt.canon.ORDER_PRESETS`) instead of `model`."""
     model: ModelConfig = ModelConfig()
-    """Architecture (and the hyperparameters when ``use_order_presets`` is False)."""
+    """Architecture (and the hyperparameters when `use_order_presets` is False)."""
+    fast_compile: bool = False
+    """Compile the training and prediction loops with XLA's LLVM optimisations off: about half
+    the compile time, slower steps (for smoke runs, where compiling dominates)."""
 
 
 def model_config(kind: str, train: TrainConfig) -> ModelConfig:
