@@ -2,6 +2,7 @@
 keys, figures), refusals before a folder exists, and a killed run that leaves nothing."""
 
 import dataclasses
+import math
 import os
 
 import pytest
@@ -155,3 +156,22 @@ def test_covering_reads_modelnet_hdf5(tmp_path):
     assert h["modelnet/wass"] <= min(h["modelnet/lex"], h["modelnet/hilbert"], h["modelnet/l2"])
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["covering_smoke.png", "covering_modelnet_smoke.png"]
+
+
+def test_nan_headline_values_are_explained(tmp_path):
+    """Too small to fit (stability: too few eps in the single-swap regime; covering: one
+    training-set size): each NaN headline value has its one-line reason in the summary."""
+    from geomopt.runs import read_run
+
+    cases = [
+        ("exp_stability", dict(n_clouds=4, eps=(1e-4, 1e-3, 1e-2)), "change_slope/lex/d2"),
+        ("exp_covering", dict(n_train=(8,)), "slope/d2/lex"),
+    ]
+    for name, change, key in cases:
+        exp = _exp(name)
+        cfg = dataclasses.replace(exp.presets["smoke"], **change)
+        out = execute(exp, cfg, preset="smoke", out=tmp_path / name)
+        nan = {k for k, v in out.headline.items() if not math.isfinite(v)}
+        assert key in nan
+        reasons = read_run(out.path).details["nan_reasons"]
+        assert set(reasons) == nan and all(reasons.values())

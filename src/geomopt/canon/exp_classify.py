@@ -21,6 +21,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from geomopt.canon._checks import (
+    check_ints,
+    check_nonnegative,
+    check_subset,
+    check_train,
+    check_tuples,
+)
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig
 from geomopt.experiment import Experiment, Run, figure_path
 
@@ -33,7 +40,7 @@ class ClassifyConfig:
     """
 
     kinds: tuple[str, ...] = ("lex", "hilbert", "morton", "unsorted", "group_avg", "deepsets")
-    """Models compared (see ``geomopt.canon.MODEL_KINDS``)."""
+    """Models compared (any of `geomopt.canon.MODEL_KINDS`)."""
     dims: tuple[int, ...] = (2, 3, 4, 6)
     """Point dimensions d of the sweep."""
     strides: tuple[int, ...] = (1, 2, 4, 8)
@@ -47,7 +54,7 @@ class ClassifyConfig:
     n_points: int = 32
     """Points per cloud (official ModelNet: 1024)."""
     n_classes: int = 4
-    """Classes (one template shape each)."""
+    """Classes (one template shape each; >= 2)."""
     deform: float = 0.3
     """Amplitude of the k-parameter deformation (larger: classes overlap more)."""
     base_dim: int = 0
@@ -67,34 +74,28 @@ class ClassifyConfig:
 
 
 def validate(cfg: ClassifyConfig) -> None:
-    bad = [k for k in cfg.kinds if k not in MODEL_KINDS]
-    if bad or not cfg.kinds:
-        raise ValueError(f"kinds={cfg.kinds!r}: expected a non-empty subset of {MODEL_KINDS}")
-    for n in ("k", "n_train", "n_test", "n_points", "n_classes", "n_seeds"):
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
-    for n in ("dims", "strides"):
-        v = getattr(cfg, n)
-        if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in v):
-            raise ValueError(f"{n}={v!r}: expected a non-empty tuple of integers >= 1")
-    if isinstance(cfg.base_dim, bool) or not isinstance(cfg.base_dim, int) or cfg.base_dim < 0:
-        raise ValueError(f"base_dim={cfg.base_dim!r}: expected an integer >= 0")
+    check_subset(cfg, "kinds", MODEL_KINDS)
+    check_tuples(cfg, "dims", "strides")
+    check_ints(cfg, "dims", "strides", "k", "n_train", "n_test", "n_points", "n_seeds")
+    check_ints(cfg, "n_classes", minimum=2)
+    check_ints(cfg, "base_dim", "data_seed", minimum=0)
+    check_nonnegative(cfg, "deform", "noise")
+    check_train(cfg.train)
     if cfg.base_dim > min(cfg.dims):
-        raise ValueError(f"base_dim={cfg.base_dim} exceeds the smallest d in dims={cfg.dims}")
+        raise ValueError(
+            f"base_dim={cfg.base_dim!r}: expected at most the smallest d in dims={cfg.dims}"
+        )
     smallest = -(-cfg.n_train // max(cfg.strides))
     if smallest < cfg.train.batch:
         raise ValueError(
-            f"n_train={cfg.n_train} at stride {max(cfg.strides)} leaves {smallest} clouds, fewer "
-            f"than one batch of {cfg.train.batch}"
+            f"n_train={cfg.n_train!r}: at stride {max(cfg.strides)} it leaves {smallest} clouds, "
+            f"fewer than one batch of {cfg.train.batch}; expected n_train >= "
+            f"{cfg.train.batch * max(cfg.strides)}"
         )
-    if (
-        any(k.startswith("transformer_") for k in cfg.kinds)
-        and cfg.n_points % cfg.train.model.tf_window
-    ):
+    window = cfg.train.model.tf_window
+    if any(k.startswith("transformer_") for k in cfg.kinds) and cfg.n_points % window:
         raise ValueError(
-            f"train.model.tf_window={cfg.train.model.tf_window} does not divide n_points="
-            f"{cfg.n_points}"
+            f"train.model.tf_window={window!r}: expected a divisor of n_points={cfg.n_points}"
         )
 
 
@@ -168,7 +169,11 @@ def run(cfg: ClassifyConfig, run: Run) -> dict[str, float]:
             )  # fmt: skip
             rows += sweep_rows(run, bar, kind=kind, results=res, strides=cfg.strides, d=d)
     bar.close()
-    return headline(rows, cfg.kinds, cfg.dims, max(cfg.strides))
+    out = headline(rows, cfg.kinds, cfg.dims, max(cfg.strides))
+    for key, v in out.items():
+        if v != v:
+            run.explain_nan(key, f"one d (dims={cfg.dims}): no slope of the gap in d to fit")
+    return out
 
 
 def headline(rows, kinds, dims, scarce: int) -> dict[str, float]:

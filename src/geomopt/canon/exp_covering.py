@@ -25,11 +25,20 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Literal
 
+from geomopt.canon._checks import (
+    check_ints,
+    check_modelnet,
+    check_positive,
+    check_range,
+    check_tuples,
+)
 from geomopt.experiment import Experiment, Run, figure_path
 
 KINDS = ("l2", "lex", "hilbert", "wass")
 LABELS = {"l2": "no reordering", "lex": "lex sort", "hilbert": "Hilbert sort", "wass": "Hungarian"}
+MODELNET_DATASETS = ("modelnet40", "modelnet10")
 COLORS = {"l2": "#7f7f7f", "lex": "#1f77b4", "hilbert": "#d62728", "wass": "#2ca02c"}
 
 
@@ -42,11 +51,11 @@ class CoveringConfig:
     """
 
     dims: tuple[int, ...] = (2, 3, 4, 6, 8)
-    """Point dimensions d of the sweep over d (at intrinsic dimension ``k``)."""
+    """Point dimensions d of the sweep over d (at intrinsic dimension `k`)."""
     k: int = 2
     """Intrinsic dimension (deformation parameters) of the sweep over d."""
     ks: tuple[int, ...] = (1, 2, 4)
-    """Intrinsic dimensions of the sweep over k (at point dimension ``k_dim``)."""
+    """Intrinsic dimensions of the sweep over k (at point dimension `k_dim`)."""
     k_dim: int = 3
     """Point dimension of the sweep over k."""
     n_train: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
@@ -66,8 +75,8 @@ class CoveringConfig:
     modelnet_dir: str = ""
     """Folder with the ModelNet ply_data_{train,test}*.h5 files (or their parent holding
     modelnet40_ply_hdf5_2048/ or modelnet10_ply_hdf5_2048/); empty: synthetic data only."""
-    modelnet_dataset: str = "modelnet40"
-    """"modelnet40" or "modelnet10"."""
+    modelnet_dataset: Literal["modelnet40", "modelnet10"] = "modelnet40"
+    """Which ModelNet the folder holds."""
     modelnet_points: int = 256
     """Points per ModelNet cloud (official covering: 256; taken by stride from the 2048)."""
     modelnet_max_test: int = 64
@@ -77,27 +86,24 @@ class CoveringConfig:
 
 
 def validate(cfg: CoveringConfig) -> None:
-    for name in ("k", "k_dim", "n_test", "n_points", "n_classes", "bits", "modelnet_points"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r}: expected an integer >= 1")
-    for name in ("dims", "ks", "n_train"):
-        v = getattr(cfg, name)
-        if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in v):
-            raise ValueError(f"{name}={v!r}: expected a non-empty tuple of integers >= 1")
+    check_tuples(cfg, "dims", "ks", "n_train")
+    check_ints(cfg, "dims", "k", "ks", "k_dim", "n_train", "n_test", "n_points", "n_classes",
+               "bits", "modelnet_points")  # fmt: skip
+    check_ints(cfg, "seed", "modelnet_max_test", "modelnet_max_train", minimum=0)
+    check_range(cfg, "bits", 1, 32)
+    check_positive(cfg, "amplitude")
     if min(cfg.n_train) < cfg.n_classes:
         raise ValueError(
-            f"n_train={cfg.n_train}: every size must be >= n_classes={cfg.n_classes} so each class "
-            "has a training cloud"
+            f"n_train={cfg.n_train!r}: expected every size >= n_classes={cfg.n_classes} so each "
+            "class can have a training cloud"
+        )
+    if cfg.modelnet_dataset not in MODELNET_DATASETS:
+        raise ValueError(
+            f"modelnet_dataset={cfg.modelnet_dataset!r}: expected one of {MODELNET_DATASETS}"
         )
     if cfg.modelnet_dir:
-        from geomopt.canon._data import modelnet_files
-
-        try:
-            for split in ("train", "test"):
-                modelnet_files(cfg.modelnet_dir, cfg.modelnet_dataset, split)
-        except FileNotFoundError as e:
-            raise ValueError(f"modelnet_dir={cfg.modelnet_dir!r}: {e}") from None
+        check_modelnet("modelnet_dir", cfg.modelnet_dir, cfg.modelnet_dataset,
+                       "modelnet_points", cfg.modelnet_points)  # fmt: skip
 
 
 def nearest_by_prefix(test_x, test_y, train_x, train_y, sizes, *, bits: int = 12) -> dict:
@@ -245,7 +251,19 @@ def run(cfg: CoveringConfig, run: Run) -> dict[str, float]:
         bar.update(1)
     bar.close()
     run.details["sizes"] = sizes
+    for key, v in headline.items():
+        if v != v:
+            run.explain_nan(key, _nan_reason(key, sizes))
     return headline
+
+
+def _nan_reason(key: str, sizes) -> str:
+    """Why headline ``key`` came out NaN."""
+    if len(sizes) < 2 and "slope" in key:
+        return f"one training-set size (n_train={sizes}): no slope to fit"
+    if "slope" in key:
+        return "fewer than two training-set sizes with a finite positive proxy: no slope to fit"
+    return "the Hungarian proxy is 0 or not finite (no same-class training cloud): no ratio"
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from geomopt.canon._checks import check_ints, check_range, check_subset, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 CURVE_NAMES = ("hilbert", "morton")
@@ -29,13 +30,13 @@ class CurveRegularityConfig:
     """
 
     dims: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
-    """Dimensions d."""
+    """Dimensions d (>= 2)."""
     curves: tuple[str, ...] = CURVE_NAMES
     """Curves measured ("hilbert", "morton")."""
     index_bits: int = 96
     """Bits of the curve index: bits per axis = min(max_bits, index_bits // d)."""
     max_bits: int = 16
-    """Largest number of bits per axis."""
+    """Largest number of bits per axis (3..32)."""
     n_pairs: int = 256
     """Pairs per scale and sampling kind (random and block-straddling)."""
     scale_step: int = 1
@@ -45,23 +46,27 @@ class CurveRegularityConfig:
 
 
 def validate(cfg: CurveRegularityConfig) -> None:
-    bad = [c for c in cfg.curves if c not in CURVE_NAMES]
-    if bad or not cfg.curves:
-        raise ValueError(f"curves={cfg.curves!r}: expected a non-empty subset of {CURVE_NAMES}")
-    if not cfg.dims or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < 2 for d in cfg.dims
-    ):
-        raise ValueError(f"dims={cfg.dims!r}: expected integers >= 2")
-    for name in ("index_bits", "max_bits", "n_pairs", "scale_step"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r}: expected an integer >= 1")
+    check_subset(cfg, "curves", CURVE_NAMES)
+    check_tuples(cfg, "dims")
+    check_ints(cfg, "dims", minimum=2)
+    check_ints(cfg, "index_bits", "n_pairs", "scale_step")
+    check_ints(cfg, "max_bits", minimum=3)
+    check_range(cfg, "max_bits", 3, 32)
+    check_ints(cfg, "seed", minimum=0)
     from geomopt.canon._holder import default_bits
 
     for d in cfg.dims:
-        if default_bits(d, cfg.index_bits, cfg.max_bits) < 3:
+        bits = default_bits(d, cfg.index_bits, cfg.max_bits)
+        if bits < 3:
             raise ValueError(
-                f"d={d}: index_bits={cfg.index_bits} leaves fewer than 3 bits per axis; raise it"
+                f"index_bits={cfg.index_bits!r}: expected at least 3 bits per axis at d={d} "
+                f"(index_bits >= {3 * d})"
+            )
+        fitted = [e for e in range(1, d * bits, cfg.scale_step) if d <= e <= d * (bits - 1)]
+        if len(fitted) < 2:
+            raise ValueError(
+                f"scale_step={cfg.scale_step!r}: expected a step leaving at least two scales "
+                f"in [d, d * (bits - 1)] = [{d}, {d * (bits - 1)}] at d={d} ({bits} bits per axis)"
             )
 
 

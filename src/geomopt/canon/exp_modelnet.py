@@ -24,8 +24,17 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from geomopt.canon._checks import (
+    check_ints,
+    check_modelnet,
+    check_subset,
+    check_train,
+    check_tuples,
+)
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig
 from geomopt.experiment import Experiment, Run, figure_path
+
+MODELNET_DATASETS = ("modelnet10", "modelnet40")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,60 +45,58 @@ class ModelNetConfig:
     """
 
     data_root: str = "data"
-    """Folder holding ``modelnet10_ply_hdf5_2048/`` / ``modelnet40_ply_hdf5_2048/`` (or the
-    ``ply_data_*.h5`` files themselves)."""
+    """Folder holding modelnet10_ply_hdf5_2048/ or modelnet40_ply_hdf5_2048/ (or the
+    ply_data_*.h5 files themselves)."""
     dataset: Literal["modelnet10", "modelnet40"] = "modelnet10"
     """Which data set (official default: ModelNet10)."""
     kinds: tuple[str, ...] = ("lex", "hilbert", "unsorted")
-    """Models (official: lex, hilbert, unsorted = ``ply``; also morton, group_avg, deepsets,
-    transformer_*)."""
+    """Models (official: lex, hilbert, unsorted = the official "ply"; also morton, group_avg,
+    deepsets, transformer_*)."""
     strides: tuple[int, ...] = (1, 2, 4, 8)
     """Train on every stride-th training cloud (official data-scarcity table: 1, 2, 4, 8)."""
     n_points: int = 1024
     """Points per cloud (official 1024 of the 2048 in the files)."""
     sampling: Literal["stride", "fps"] = "stride"
-    """``stride``: ``pc[::2][:1024]`` (official default); ``fps``: farthest-point sampling."""
+    """"stride": pc[::2][:1024] (official default); "fps": farthest-point sampling."""
     n_seeds: int = 5
     """Seeds (official 5), trained together."""
     train: TrainConfig = TrainConfig()
     """Training recipe (official by default)."""
     demo: bool = False
     """Write small synthetic HDF5 shards of the ModelNet layout into the run folder and use them
-    instead of ``data_root`` (tests the pipeline without the data; not ModelNet)."""
+    instead of `data_root` (tests the pipeline without the data; not ModelNet)."""
     demo_clouds: tuple[int, int] = (256, 128)
     """Training and test clouds of the synthetic shards."""
     demo_classes: int = 10
-    """Classes of the synthetic shards."""
+    """Classes of the synthetic shards (>= 2)."""
 
 
 def validate(cfg: ModelNetConfig) -> None:
-    from geomopt.canon._data import modelnet_files
-
-    bad = [k for k in cfg.kinds if k not in MODEL_KINDS]
-    if bad or not cfg.kinds:
-        raise ValueError(f"kinds={cfg.kinds!r}: expected a non-empty subset of {MODEL_KINDS}")
-    if not cfg.strides or any(isinstance(s, bool) or not isinstance(s, int) or s < 1
-                              for s in cfg.strides):  # fmt: skip
-        raise ValueError(f"strides={cfg.strides!r}: expected integers >= 1")
-    for n in ("n_points", "n_seeds", "demo_classes"):
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+    check_subset(cfg, "kinds", MODEL_KINDS)
+    check_tuples(cfg, "strides")
+    check_ints(cfg, "strides", "n_points", "n_seeds", "demo_clouds")
+    check_ints(cfg, "demo_classes", minimum=2)
+    check_train(cfg.train)
+    if cfg.dataset not in MODELNET_DATASETS:
+        raise ValueError(f"dataset={cfg.dataset!r}: expected one of {MODELNET_DATASETS}")
     if cfg.sampling not in ("stride", "fps"):
         raise ValueError(f"sampling={cfg.sampling!r}: expected 'stride' or 'fps'")
+    window = cfg.train.model.tf_window
+    if any(k.startswith("transformer_") for k in cfg.kinds) and cfg.n_points % window:
+        raise ValueError(
+            f"train.model.tf_window={window!r}: expected a divisor of n_points={cfg.n_points}"
+        )
     if cfg.demo:
-        n_tr = cfg.demo_clouds[0]
-        if -(-n_tr // max(cfg.strides)) < cfg.train.batch:
-            raise ValueError(
-                f"demo_clouds={cfg.demo_clouds}: {n_tr} training clouds at stride "
-                f"{max(cfg.strides)} are fewer than one batch of {cfg.train.batch}"
-            )
-        return
-    for split in ("train", "test"):
-        try:
-            modelnet_files(cfg.data_root, cfg.dataset, split)
-        except FileNotFoundError as e:
-            raise ValueError(str(e)) from None
+        field, n_tr = "demo_clouds", cfg.demo_clouds[0]
+    else:
+        field = "data_root"
+        n_tr = check_modelnet("data_root", cfg.data_root, cfg.dataset, "n_points", cfg.n_points)
+    if -(-n_tr // max(cfg.strides)) < cfg.train.batch:
+        raise ValueError(
+            f"{field}={getattr(cfg, field)!r}: {n_tr} training clouds at stride "
+            f"{max(cfg.strides)} are fewer than one batch of {cfg.train.batch}; expected at "
+            f"least {cfg.train.batch * max(cfg.strides)} (or a smaller train.batch / strides)"
+        )
 
 
 def write_demo_shards(folder: Path, cfg: ModelNetConfig) -> Path:

@@ -18,6 +18,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from geomopt.canon._checks import (
+    check_ints,
+    check_modelnet,
+    check_range,
+    check_subset,
+    check_train,
+    check_tuples,
+)
 from geomopt.canon._model_config import TrainConfig
 from geomopt.experiment import Experiment, Run, figure_path
 
@@ -34,7 +42,7 @@ class RotationsConfig:
     canons: tuple[str, ...] = CANONS
     """Canonizations compared (none / pca / frame_avg / skew / random_frame)."""
     dims: tuple[int, ...] = (3,)
-    """Point dimensions (frame averaging costs 2^d backbone passes)."""
+    """Point dimensions, 2..8 (frame averaging costs 2^d backbone passes)."""
     k: int = 2
     """Intrinsic dimension of each class's shape family."""
     n_train: int = 512
@@ -44,13 +52,14 @@ class RotationsConfig:
     n_points: int = 64
     """Points per cloud (official 1024)."""
     n_classes: int = 4
-    """Classes."""
+    """Classes (>= 2)."""
     n_seeds: int = 3
     """Seeds, trained together."""
     train: TrainConfig = TrainConfig(epochs=20, batch=32)
     """Training recipe (per-model lr / weight decay from the official PCA.json)."""
     cover_clouds: tuple[int, int] = (64, 16)
-    """Training and test clouds of the covering proxy (Hungarian distances: keep small)."""
+    """Training and test clouds of the covering proxy, the first of n_train / n_test
+    (Hungarian distances: keep small)."""
     data_root: str = ""
     """ModelNet40 HDF5 folder; empty: synthetic shape families."""
     data_seed: int = 0
@@ -58,28 +67,33 @@ class RotationsConfig:
 
 
 def validate(cfg: RotationsConfig) -> None:
-    from geomopt.canon._data import modelnet_files
-
-    bad = [c for c in cfg.canons if c not in CANONS]
-    if bad or not cfg.canons:
-        raise ValueError(f"canons={cfg.canons!r}: expected a non-empty subset of {CANONS}")
-    if not cfg.dims or any(isinstance(d, bool) or not isinstance(d, int) or not 2 <= d <= 8
-                           for d in cfg.dims):  # fmt: skip
-        raise ValueError(f"dims={cfg.dims!r}: expected integers in 2..8")
-    for n in ("k", "n_train", "n_test", "n_points", "n_classes", "n_seeds"):
-        v = getattr(cfg, n)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n}={v!r}: expected an integer >= 1")
+    check_subset(cfg, "canons", CANONS)
+    check_tuples(cfg, "dims")
+    check_ints(cfg, "dims", minimum=2)
+    check_range(cfg, "dims", 2, 8)
+    check_ints(cfg, "k", "n_train", "n_test", "n_points", "n_seeds", "cover_clouds")
+    check_ints(cfg, "n_classes", minimum=2)
+    check_ints(cfg, "data_seed", minimum=0)
+    check_train(cfg.train)
     if cfg.n_train < cfg.train.batch:
-        raise ValueError(f"n_train={cfg.n_train} is smaller than one batch of {cfg.train.batch}")
+        raise ValueError(
+            f"n_train={cfg.n_train!r}: expected at least one batch (train.batch={cfg.train.batch})"
+        )
+    ctr, cte = cfg.cover_clouds
+    if ctr > cfg.n_train or cte > cfg.n_test:
+        raise ValueError(
+            f"cover_clouds={cfg.cover_clouds!r}: expected at most (n_train, n_test) = "
+            f"({cfg.n_train}, {cfg.n_test}) clouds"
+        )
     if cfg.data_root:
         if cfg.dims != (3,):
             raise ValueError(f"dims={cfg.dims!r}: ModelNet clouds are 3-D; expected (3,)")
-        for split in ("train", "test"):
-            try:
-                modelnet_files(cfg.data_root, "modelnet40", split)
-            except FileNotFoundError as e:
-                raise ValueError(str(e)) from None
+        check_modelnet("data_root", cfg.data_root, "modelnet40", "n_points", cfg.n_points)
+    elif ctr < cfg.n_classes:
+        raise ValueError(
+            f"cover_clouds={cfg.cover_clouds!r}: expected at least n_classes={cfg.n_classes} "
+            "training clouds for the covering proxy"
+        )
 
 
 def _data(cfg: RotationsConfig, d: int):
@@ -112,6 +126,8 @@ def _data(cfg: RotationsConfig, d: int):
 
 
 def run(cfg: RotationsConfig, run: Run) -> dict[str, float]:
+    import numpy as np
+
     from geomopt.canon._classify import fit
     from geomopt.canon._rotations import rotation_covering_proxy
     from geomopt.canon.exp_classify import stats
@@ -124,12 +140,20 @@ def run(cfg: RotationsConfig, run: Run) -> dict[str, float]:
         xtr, ytr, xte, yte = _data(cfg, d)
         n_classes = int(max(ytr.max(), yte.max())) + 1
         ctr, cte = cfg.cover_clouds
+        seen = np.isin(yte[:cte], ytr[:ctr])  # test clouds whose class has a training cloud
         for canon in cfg.canons:
             bar.set_description(f"d={d}, {canon}, training {cfg.n_seeds} seeds")
             (r,) = fit(f"rot_{canon}", xtr, ytr, xte, yte, n_classes, cfg.train, seeds)
             bar.update(1)
             bar.set_description(f"d={d}, {canon}, covering proxy")
-            cover = rotation_covering_proxy(xte[:cte], yte[:cte], xtr[:ctr], ytr[:ctr], canon)
+            if seen.any():
+                cover = rotation_covering_proxy(
+                    xte[:cte][seen], yte[:cte][seen], xtr[:ctr], ytr[:ctr], canon
+                )
+            else:
+                cover = float("nan")
+                run.explain_nan(f"cover/{canon}/d{d}", "no covering test cloud has a training "
+                                "cloud of its class among the first cover_clouds[0]")  # fmt: skip
             bar.update(1)
             row = dict(d=d, canon=canon, n_train=int(r["n_train"]), cover=cover)
             for key in ("train_acc", "train_acc_running", "test_acc", "gap"):

@@ -19,9 +19,21 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from geomopt.canon._checks import (
+    check_ints,
+    check_positive,
+    check_range,
+    check_subset,
+    check_tuples,
+)
 from geomopt.experiment import Experiment, Run, figure_path
 
 ORDER_NAMES = ("lex", "hilbert", "morton")
+NAN_REASONS = {
+    "change_slope": "fewer than two eps with 0 < P(change) < saturate={cfg.saturate}: no slope",
+    "ratio_slope": "fewer than two eps where the order changed: no slope",
+    "jump": "the order changed at no eps",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +53,7 @@ class StabilityConfig:
     """Clouds per dimension (i.i.d. uniform points in [0, 1]^d; fresh clouds sample the
     near-ties that decide the change probability better than more perturbations of few clouds)."""
     n_points: int = 64
-    """Points per cloud."""
+    """Points per cloud (>= 2: one point has one order)."""
     n_perturb: int = 1
     """Perturbations per cloud and eps."""
     bits: int = 12
@@ -56,23 +68,15 @@ class StabilityConfig:
 
 
 def validate(cfg: StabilityConfig) -> None:
-    bad = [o for o in cfg.orders if o not in ORDER_NAMES]
-    if bad or not cfg.orders:
-        raise ValueError(f"orders={cfg.orders!r}: expected a non-empty subset of {ORDER_NAMES}")
-    if not cfg.dims or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in cfg.dims
-    ):
-        raise ValueError(f"dims={cfg.dims!r}: expected integers >= 1")
-    if not cfg.eps or any(not (e > 0) for e in cfg.eps):
-        raise ValueError(f"eps={cfg.eps!r}: expected positive values")
-    if isinstance(cfg.max_ratio_clouds, bool) or cfg.max_ratio_clouds < 0:
-        raise ValueError(f"max_ratio_clouds={cfg.max_ratio_clouds!r}: expected an integer >= 0")
-    for name in ("n_clouds", "n_points", "n_perturb", "bits"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r}: expected an integer >= 1")
-    if not 0 < cfg.saturate <= 1:
-        raise ValueError(f"saturate={cfg.saturate!r}: expected a value in (0, 1]")
+    check_subset(cfg, "orders", ORDER_NAMES)
+    check_tuples(cfg, "dims", "eps")
+    check_ints(cfg, "dims", "n_clouds", "n_perturb")
+    check_ints(cfg, "n_points", minimum=2)
+    check_ints(cfg, "bits")
+    check_range(cfg, "bits", 1, 32)
+    check_ints(cfg, "max_ratio_clouds", "seed", minimum=0)
+    check_positive(cfg, "eps")
+    check_range(cfg, "saturate", 0, 1, low_open=True)
 
 
 def run(cfg: StabilityConfig, run: Run) -> dict[str, float]:
@@ -99,6 +103,8 @@ def run(cfg: StabilityConfig, run: Run) -> dict[str, float]:
             s = summarise_stability([r for r in rows if r["order"] == order], saturate=cfg.saturate)
             for key, v in s.items():
                 headline[f"{key}/{order}/d{d}"] = v
+                if v != v:
+                    run.explain_nan(f"{key}/{order}/d{d}", NAN_REASONS[key].format(cfg=cfg))
         bar.update(1)
     bar.close()
     return headline
