@@ -1,6 +1,8 @@
 """Rotation canonizations: SO(d) samples, invariances of the canonical forms and models, the
 covering proxy, and ``canon/rotations`` on its smoke preset."""
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -85,4 +87,5 @@ def test_smoke_run(tmp_path):
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     for c in exp_rotations.CANONS:
         assert {f"acc/{c}/d3", f"gap/{c}/d3", f"cover/{c}/d3"} <= set(out.headline)
+    assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
     assert [f.name for f in plot_run(exp, out.path, tmp_path / "f")] == ["rotations_smoke.png"]

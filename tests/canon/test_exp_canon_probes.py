@@ -31,6 +31,7 @@ def _check_layout(out, expected_keys):
     for p in out.path.iterdir():
         assert os.stat(p).st_mode & 0o777 == 0o644 & ~_umask()
     assert expected_keys <= set(out.headline)
+    assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
 
 
 def _umask():

@@ -2,6 +2,7 @@
 and the message when the data is missing."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -21,6 +22,7 @@ def test_smoke_run_reads_shards_through_the_loader(tmp_path):
     assert [r["n_train"] for r in rec.metrics if r["kind"] == "lex"] == [32, 16]
     for kind in cfg.kinds:
         assert {f"acc/{kind}", f"gap/{kind}", f"acc/{kind}/frac1_2"} <= set(out.headline)
+    assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
     figs = plot_run(exp, out.path, tmp_path / "figs")
     assert [f.name for f in figs] == ["modelnet_smoke.png"]
 

@@ -334,7 +334,7 @@ EXPERIMENT = Experiment(
     "dimension k: NN distance vs training clouds, vs d and k",
     presets={
         "smoke": CoveringConfig(
-            dims=(2, 3), ks=(1,), k_dim=2, n_train=(4, 8), n_test=4, n_points=8
+            dims=(2, 3), ks=(1,), k_dim=2, n_train=(4, 8, 16), n_test=4, n_points=8
         ),
         "quick": CoveringConfig(),
         "paper": CoveringConfig(

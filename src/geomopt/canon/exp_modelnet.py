@@ -175,7 +175,10 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
 
 
 _SMOKE = TrainConfig(
-    epochs=1, batch=8, model=ModelConfig(mlp_dims=(16,), n_bands=1, n_perms=2, deepsets_width=8)
+    epochs=1,
+    batch=8,
+    model=ModelConfig(mlp_dims=(16,), n_bands=1, n_perms=2, deepsets_width=8),
+    fast_compile=True,
 )
 
 EXPERIMENT = Experiment(

@@ -213,7 +213,7 @@ EXPERIMENT = Experiment(
             n_classes=2,
             n_seeds=2,
             cover_clouds=(4, 2),
-            train=TrainConfig(epochs=1, batch=8),
+            train=TrainConfig(epochs=1, batch=8, fast_compile=True),
         ),
         "quick": RotationsConfig(),
         "paper": RotationsConfig(

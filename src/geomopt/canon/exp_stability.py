@@ -164,7 +164,7 @@ EXPERIMENT = Experiment(
     "for lex / Hilbert / Morton vs eps and d",
     presets={
         "smoke": StabilityConfig(
-            dims=(2, 3), eps=(1e-4, 1e-3, 1e-2), n_clouds=4, n_points=16, n_perturb=2
+            dims=(2, 3), eps=(3e-4, 1e-3, 3e-3), n_clouds=64, n_points=16, n_perturb=2
         ),
         "quick": StabilityConfig(),
         "paper": StabilityConfig(
@@ -172,7 +172,7 @@ EXPERIMENT = Experiment(
         ),
     },  # fmt: skip
     notes={
-        "smoke": "tiny sizes, seconds",
+        "smoke": "d = 2, 3, 64 clouds of 16 points, eps 3e-4..3e-3 (every slope fitted), seconds",
         "quick": "64 points, 512 clouds, d = 2..8, eps 1e-6..1e-2",
         "paper": "256 points (official covering size), 1024 clouds x 2 perturbations, d = 2..10",
     },
