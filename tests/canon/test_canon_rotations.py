@@ -88,4 +88,6 @@ def test_smoke_run(tmp_path):
     for c in exp_rotations.CANONS:
         assert {f"acc/{c}/d3", f"gap/{c}/d3", f"cover/{c}/d3"} <= set(out.headline)
     assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
+    assert 3 <= len(exp.key_numbers) <= 6 and set(exp.paper) <= set(exp.key_numbers)
+    assert set(exp.key_numbers) <= set(out.headline)
     assert [f.name for f in plot_run(exp, out.path, tmp_path / "f")] == ["rotations_smoke.png"]

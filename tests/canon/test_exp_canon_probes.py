@@ -25,6 +25,11 @@ def test_registered():
         assert f"geomopt.canon.{m}" in EXPERIMENTS
 
 
+def _check_key_numbers(exp, out):
+    assert 3 <= len(exp.key_numbers) <= 6 and set(exp.paper) <= set(exp.key_numbers)
+    assert set(exp.key_numbers) <= set(out.headline)
+
+
 def _check_layout(out, expected_keys):
     files = sorted(p.name for p in out.path.iterdir())
     assert files == ["config.json", "metrics.jsonl", "summary.json"]
@@ -45,6 +50,7 @@ def test_curve_regularity_smoke(tmp_path):
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     keys = {f"curve/{c}/d{d}" for c in ("hilbert", "morton") for d in (2, 3)}
     _check_layout(out, keys)
+    _check_key_numbers(exp, out)
     assert out.headline["curve/hilbert/d2"] == pytest.approx(0.5, abs=0.06)
     assert out.headline["curve/morton/d3"] < 0.1
     figs = plot_run(exp, out.path, tmp_path / "figures")
@@ -59,6 +65,7 @@ def test_stability_smoke(tmp_path):
     keys = {f"{k}/{o}/d{d}" for k in ("change_slope", "ratio_slope", "jump")
             for o in ("lex", "hilbert", "morton") for d in (2, 3)}  # fmt: skip
     _check_layout(out, keys)
+    _check_key_numbers(exp, out)
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["stability_smoke.png"]
 
@@ -69,6 +76,7 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
     keys = {f"slope/d{d}/{k}" for d in (2, 3) for k in ("l2", "lex", "hilbert", "wass")}
     keys |= {"growth/lex/exp_rate", "growth/hilbert/poly_degree", "slope/k1/wass"}
     _check_layout(out, keys)
+    _check_key_numbers(exp, out)
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["covering_smoke.png"]
     # no data: refused before a folder exists, with a message saying what to put where

@@ -28,6 +28,8 @@ def test_smoke_run_layout_headline_and_figure(tmp_path):
         assert {f"acc/{kind}/d2", f"gap/{kind}/d2", f"gap_slope/{kind}"} <= set(out.headline)
         assert 0.0 <= out.headline[f"acc/{kind}/d2"] <= 1.0
     assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
+    assert 3 <= len(exp.key_numbers) <= 6 and set(exp.paper) <= set(exp.key_numbers)
+    assert set(exp.key_numbers) <= set(out.headline)
     row = rec.metrics[0]
     assert row["gap_mean"] == pytest.approx(np.mean(row["gap"]))
     assert row["test_acc_std"] == pytest.approx(np.std(row["test_acc"], ddof=1))

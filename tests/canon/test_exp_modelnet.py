@@ -23,6 +23,8 @@ def test_smoke_run_reads_shards_through_the_loader(tmp_path):
     for kind in cfg.kinds:
         assert {f"acc/{kind}", f"gap/{kind}", f"acc/{kind}/frac1_2"} <= set(out.headline)
     assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
+    assert 3 <= len(exp.key_numbers) <= 6 and set(exp.paper) <= set(exp.key_numbers)
+    assert set(exp.key_numbers) <= set(out.headline)
     figs = plot_run(exp, out.path, tmp_path / "figs")
     assert [f.name for f in figs] == ["modelnet_smoke.png"]
 

@@ -348,4 +348,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/canon/figures",
+    key_numbers=(
+        "gap_slope/lex",
+        "gap_slope/hilbert",
+        "gap_slope/group_avg",
+        "gap/unsorted/d3",
+        "acc/lex/d3",
+        "acc/hilbert/d3",
+    ),
+    seconds={"smoke": 20.0, "quick": 3780.0},
 )

@@ -157,4 +157,21 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/canon/figures",
+    key_numbers=(
+        "curve/hilbert/d2",
+        "curve/hilbert/d3",
+        "curve/morton/d2",
+        "curve/morton/d3",
+        "curve/morton/d3/median",
+    ),
+    paper={
+        "curve/hilbert/d2": 1 / 2,
+        "curve/hilbert/d3": 1 / 3,
+        "curve/morton/d2": 0.0,
+        "curve/morton/d3": 0.0,
+        "curve/morton/d3/median": 1 / 3,
+    },
+    paper_source="theory: Hilbert curve Hoelder-1/d; Morton discontinuous (worst case 0), its "
+    "typical pair ~ |t - s|^(1/d)",
+    seconds={"smoke": 1.1, "quick": 236.0},
 )

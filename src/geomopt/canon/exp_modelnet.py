@@ -216,4 +216,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/canon/figures",
+    key_numbers=(
+        "acc/lex",
+        "acc/hilbert",
+        "acc/unsorted",
+        "gap/lex",
+        "gap/hilbert",
+        "gap/unsorted",
+    ),
+    seconds={"smoke": 4.6},
 )

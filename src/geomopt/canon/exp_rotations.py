@@ -237,4 +237,13 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/canon/figures",
+    key_numbers=(
+        "acc/none/d3",
+        "acc/pca/d3",
+        "acc/frame_avg/d3",
+        "acc/skew/d3",
+        "cover/pca/d3",
+        "cover/frame_avg/d3",
+    ),
+    seconds={"smoke": 13.6, "quick": 1200.0},
 )

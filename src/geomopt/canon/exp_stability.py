@@ -180,4 +180,21 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/canon/figures",
+    key_numbers=(
+        "change_slope/lex/d3",
+        "change_slope/hilbert/d3",
+        "ratio_slope/lex/d3",
+        "ratio_slope/hilbert/d3",
+        "jump/lex/d3",
+        "jump/hilbert/d3",
+    ),
+    paper={
+        "change_slope/lex/d3": 1.0,
+        "change_slope/hilbert/d3": 1.0,
+        "ratio_slope/lex/d3": -1.0,
+        "ratio_slope/hilbert/d3": -1.0,
+    },
+    paper_source="theory (README): a permutation canonization jumps on a codimension-1 set, "
+    "P(change) ~ eps^1, displacement / W given a change ~ eps^-1",
+    seconds={"smoke": 1.8, "quick": 128.0},
 )
