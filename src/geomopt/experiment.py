@@ -33,7 +33,6 @@ import datetime as _dt
 import hashlib
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import shlex
@@ -46,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
+from geomopt.checks import check_ints, check_positive
 from geomopt.interrupts import (
     EXIT_INTERRUPTED,
     check_interrupt,
@@ -170,25 +170,6 @@ class Experiment(Generic[C]):
                 f"{self.name}: unknown preset {name!r}; expected one of {sorted(self.presets)}"
             )
         return self.presets[name]
-
-
-def check_ints(cfg: Any, *names: str, minimum: int = 1) -> None:
-    """Raise ``ValueError`` naming the field unless each field (or tuple entry) is an int >= min."""
-    for n in names:
-        v = getattr(cfg, n)
-        for x in v if isinstance(v, tuple) else (v,):
-            if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
-                raise ValueError(f"{n}={v!r}: expected integers >= {minimum}")
-
-
-def check_positive(cfg: Any, *names: str) -> None:
-    """Raise ``ValueError`` naming the field unless each value (or tuple entry) is finite > 0."""
-    for n in names:
-        v = getattr(cfg, n)
-        for x in v if isinstance(v, tuple) else (v,):
-            ok = isinstance(x, (int, float)) and not isinstance(x, bool)
-            if not (ok and math.isfinite(x) and x > 0):
-                raise ValueError(f"{n}={v!r}: expected finite values > 0")
 
 
 # ---------------------------------------------------------------------------------------------

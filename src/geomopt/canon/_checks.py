@@ -1,80 +1,21 @@
-"""Config checks shared by the canon experiments (no JAX, no NumPy: imported at ``--help`` time).
-
-Each check raises one ``ValueError`` whose message starts ``name=value: expected ...``, as
-:func:`geomopt.experiment.check_ints` and :func:`~geomopt.experiment.check_positive` (reused
-here) do. Fields of nested configs are named with their prefix (``train.model.dropout=...``).
+"""Config checks of the canon experiments' nested training config and ModelNet files (no JAX,
+no NumPy: imported at ``--help`` time), built from the shared ones in :mod:`geomopt.checks`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
-from geomopt.experiment import check_ints, check_positive
+from geomopt.checks import (
+    check_ints,
+    check_nonnegative,
+    check_positive,
+    check_range,
+    check_tuples,
+    nested,
+)
 
-__all__ = [
-    "check_ints",
-    "check_positive",
-    "check_tuples",
-    "check_subset",
-    "check_range",
-    "check_nonnegative",
-    "nested",
-    "check_train",
-]
-
-
-def check_tuples(cfg: Any, *names: str) -> None:
-    """Each tuple field holds at least one value and no value twice."""
-    for n in names:
-        v = getattr(cfg, n)
-        if not v:
-            raise ValueError(f"{n}={v!r}: expected at least one value")
-        if len(set(v)) != len(v):
-            raise ValueError(f"{n}={v!r}: expected distinct values")
-
-
-def check_subset(cfg: Any, name: str, choices: tuple[str, ...]) -> None:
-    """A tuple field of names holds a non-empty subset of ``choices`` without repeats."""
-    v = getattr(cfg, name)
-    if not v or any(x not in choices for x in v) or len(set(v)) != len(v):
-        raise ValueError(f"{name}={v!r}: expected distinct names from {choices}")
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def check_range(
-    cfg: Any, name: str, low: float, high: float, *, low_open: bool = False,
-    high_open: bool = False,
-) -> None:  # fmt: skip
-    """A number field (or each tuple entry) is finite and inside ``[low, high]`` (``(`` / ``)``
-    where open)."""
-    v = getattr(cfg, name)
-    for x in v if isinstance(v, tuple) else (v,):
-        above = _number(x) and (x > low if low_open else x >= low)
-        if not (above and (x < high if high_open else x <= high)):
-            lo, hi = "(" if low_open else "[", ")" if high_open else "]"
-            raise ValueError(f"{name}={v!r}: expected finite values in {lo}{low:g}, {high:g}{hi}")
-
-
-def check_nonnegative(cfg: Any, *names: str) -> None:
-    """Number fields (or each tuple entry) are finite and >= 0."""
-    for n in names:
-        v = getattr(cfg, n)
-        for x in v if isinstance(v, tuple) else (v,):
-            if not (_number(x) and x >= 0):
-                raise ValueError(f"{n}={v!r}: expected finite values >= 0")
-
-
-def nested(prefix: str, check: Callable[..., None], obj: Any, *args: Any, **kw: Any) -> None:
-    """Run ``check(obj, *args, **kw)`` on a nested config, naming its fields ``prefix.field``."""
-    try:
-        check(obj, *args, **kw)
-    except ValueError as e:
-        raise ValueError(f"{prefix}.{e}") from None
+__all__ = ["check_train", "check_modelnet"]
 
 
 def check_train(train: Any, *, prefix: str = "train") -> None:

@@ -21,14 +21,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.canon._checks import (
-    check_ints,
-    check_nonnegative,
-    check_subset,
-    check_train,
-    check_tuples,
-)
+from geomopt.canon._checks import check_train
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig
+from geomopt.checks import check_ints, check_names, check_nonnegative, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 
@@ -74,7 +69,7 @@ class ClassifyConfig:
 
 
 def validate(cfg: ClassifyConfig) -> None:
-    check_subset(cfg, "kinds", MODEL_KINDS)
+    check_names(cfg, "kinds", MODEL_KINDS)
     check_tuples(cfg, "dims", "strides")
     check_ints(cfg, "dims", "strides", "k", "n_train", "n_test", "n_points", "n_seeds")
     check_ints(cfg, "n_classes", minimum=2)

@@ -27,13 +27,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.canon._checks import (
-    check_ints,
-    check_modelnet,
-    check_positive,
-    check_range,
-    check_tuples,
-)
+from geomopt.canon._checks import check_modelnet
+from geomopt.checks import check_ints, check_positive, check_range, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 KINDS = ("l2", "lex", "hilbert", "wass")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.canon._checks import check_ints, check_range, check_subset, check_tuples
+from geomopt.checks import check_ints, check_names, check_range, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 CURVE_NAMES = ("hilbert", "morton")
@@ -46,7 +46,7 @@ class CurveRegularityConfig:
 
 
 def validate(cfg: CurveRegularityConfig) -> None:
-    check_subset(cfg, "curves", CURVE_NAMES)
+    check_names(cfg, "curves", CURVE_NAMES)
     check_tuples(cfg, "dims")
     check_ints(cfg, "dims", minimum=2)
     check_ints(cfg, "index_bits", "n_pairs", "scale_step")

@@ -24,14 +24,9 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.canon._checks import (
-    check_ints,
-    check_modelnet,
-    check_subset,
-    check_train,
-    check_tuples,
-)
+from geomopt.canon._checks import check_modelnet, check_train
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig
+from geomopt.checks import check_ints, check_names, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 MODELNET_DATASETS = ("modelnet10", "modelnet40")
@@ -72,7 +67,7 @@ class ModelNetConfig:
 
 
 def validate(cfg: ModelNetConfig) -> None:
-    check_subset(cfg, "kinds", MODEL_KINDS)
+    check_names(cfg, "kinds", MODEL_KINDS)
     check_tuples(cfg, "strides")
     check_ints(cfg, "strides", "n_points", "n_seeds", "demo_clouds")
     check_ints(cfg, "demo_classes", minimum=2)

@@ -18,15 +18,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.canon._checks import (
-    check_ints,
-    check_modelnet,
-    check_range,
-    check_subset,
-    check_train,
-    check_tuples,
-)
+from geomopt.canon._checks import check_modelnet, check_train
 from geomopt.canon._model_config import TrainConfig
+from geomopt.checks import check_ints, check_names, check_range, check_tuples
 from geomopt.experiment import Experiment, Run, figure_path
 
 CANONS = ("none", "pca", "frame_avg", "skew", "random_frame")
@@ -67,7 +61,7 @@ class RotationsConfig:
 
 
 def validate(cfg: RotationsConfig) -> None:
-    check_subset(cfg, "canons", CANONS)
+    check_names(cfg, "canons", CANONS)
     check_tuples(cfg, "dims")
     check_ints(cfg, "dims", minimum=2)
     check_range(cfg, "dims", 2, 8)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.canon._checks import (
+from geomopt.checks import (
     check_ints,
+    check_names,
     check_positive,
     check_range,
-    check_subset,
     check_tuples,
 )
 from geomopt.experiment import Experiment, Run, figure_path
@@ -68,7 +68,7 @@ class StabilityConfig:
 
 
 def validate(cfg: StabilityConfig) -> None:
-    check_subset(cfg, "orders", ORDER_NAMES)
+    check_names(cfg, "orders", ORDER_NAMES)
     check_tuples(cfg, "dims", "eps")
     check_ints(cfg, "dims", "n_clouds", "n_perturb")
     check_ints(cfg, "n_points", minimum=2)

@@ -16,8 +16,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from geomopt.checks import check_names, check_nonnegative, check_one_of
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
-from geomopt.gfm._checks import check_names, check_nonnegative, check_one_of
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 METHODS = ("gfm", "jacobian", "stein", "inverse_density")

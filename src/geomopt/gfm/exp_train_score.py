@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from geomopt.checks import check_names, nested
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
-from geomopt.gfm._checks import check_names, check_nested
 
 MANIFOLD_NAMES = ("circle", "sphere", "torus", "twin_peaks", "swiss_roll", "two_moons")
 
@@ -79,10 +79,10 @@ def validate(cfg: TrainScoreConfig) -> None:
 def validate_spec(spec: DenoiserSpec, prefix: str = "denoiser.") -> None:
     """Raise ``ValueError`` naming the first bad field of a :class:`DenoiserSpec` (as
     ``<prefix><field>``)."""
-    check_nested(prefix, check_ints, spec, "width", "n_blocks", "n_data", "steps", "batch_size",
+    nested(prefix, check_ints, spec, "width", "n_blocks", "n_data", "steps", "batch_size",
                  "log_every", "n_samples")  # fmt: skip
-    check_nested(prefix, check_ints, spec, "seed", minimum=0)
-    check_nested(prefix, check_positive, spec, "lr")
+    nested(prefix, check_ints, spec, "seed", minimum=0)
+    nested(prefix, check_positive, spec, "lr")
     e = spec.embed_dim
     if isinstance(e, bool) or not isinstance(e, int) or e < 2 or e % 2:
         raise ValueError(f"{prefix}embed_dim={e!r}: expected an even integer >= 2 (sin and cos "

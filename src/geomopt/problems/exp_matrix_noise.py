@@ -10,10 +10,9 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from geomopt.checks import check_names, check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 from geomopt.problems.exp_sparse_noise import (
-    check_choices,
-    check_nonempty,
     geomspace,
     slope_headline,
 )
@@ -67,7 +66,7 @@ def validate(cfg: MatrixNoiseConfig) -> None:
     check_positive(cfg, "trace_norm", "eps", "sgd_grid", "sign_grid")
     if any(r > cfg.rank_n for r in cfg.ranks):
         raise ValueError(f"ranks={cfg.ranks}: expected every rank <= rank_n={cfg.rank_n}")
-    check_choices(cfg, "optimizers", ("sgd", "muon_svd", "muon_ns"))
+    check_names(cfg, "optimizers", ("sgd", "muon_svd", "muon_ns"))
 
 
 def sweep_plan(cfg: MatrixNoiseConfig) -> list[tuple[str, int, tuple[int, ...]]]:

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
+from geomopt.checks import check_names, check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 
 
@@ -48,21 +49,6 @@ def slope_headline(run: Run, key: str, xs, ys, what: str, censored: int) -> floa
         reason = f"{n} {what} value(s) with a complexity, a slope needs 2"
         run.explain_nan(key, reason + (f" ({censored} censored)" if censored else ""))
     return slope
-
-
-def check_nonempty(cfg, *names: str) -> None:
-    """Raise ``ValueError`` naming the field if a tuple field is empty (e.g. ``--dims`` given
-    without values)."""
-    for n in names:
-        if len(getattr(cfg, n)) == 0:
-            raise ValueError(f"{n}=(): expected at least one value")
-
-
-def check_choices(cfg, name: str, allowed: tuple[str, ...]) -> None:
-    """A non-empty tuple of distinct names from ``allowed``."""
-    v = getattr(cfg, name)
-    if not v or any(o not in allowed for o in v) or len(set(v)) != len(v):
-        raise ValueError(f"{name}={v!r}: expected distinct names from {', '.join(allowed)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +120,7 @@ def validate(cfg: SparseNoiseConfig) -> None:
     check_ints(cfg, "dims", "phi_d", "phi_points", "n_seeds", "levels", "max_steps", "per_decade")
     check_ints(cfg, "full_max_d", "seed", minimum=0)
     check_positive(cfg, "sigma_l1", "eps", "l_inf", "delta", "sgd_grid", "sign_grid")
-    check_choices(cfg, "optimizers", ("sgd", "signsgd", "signum"))
+    check_names(cfg, "optimizers", ("sgd", "signsgd", "signum"))
     if cfg.noise not in ("gaussian", "student_t"):
         raise ValueError(f"noise={cfg.noise!r}: expected gaussian or student_t")
     check_positive(cfg, "df")
