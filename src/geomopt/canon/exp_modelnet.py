@@ -219,5 +219,5 @@ EXPERIMENT = Experiment(
         "gap/hilbert",
         "gap/unsorted",
     ),
-    seconds={"smoke": 4.6},
+    seconds={"smoke": 4.6, "quick": 16.0},  # quick: the demo families (no ModelNet files)
 )

@@ -435,6 +435,16 @@ def check_optim_config(ocfg: OptimConfig, steps: int | None = None, prefix: str 
             )
 
 
+def _prepare_hint(pattern: str) -> str:
+    """The command that writes the token shards a data glob expects."""
+    for preset, folder in (("c4", "data/c4/"), ("fineweb", "data/fineweb10B/")):
+        if pattern.startswith(folder):
+            return (f"write them with: uv run --with datasets experiments/signsgd/prepare_data.py "
+                    f"{preset}")  # fmt: skip
+    return ("write token shards matching it with experiments/signsgd/prepare_data.py (see: uv run "
+            "experiments/signsgd/prepare_data.py --help)")  # fmt: skip
+
+
 def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
     """Raise ``ValueError`` naming the first bad field (nested ones as ``optim.lr``,
     ``data.train``; device divisibility too when ``n_devices`` is given). Token files and the
@@ -495,8 +505,7 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
                 _expand_token_files(pattern)
             except FileNotFoundError:
                 raise ValueError(
-                    f"data.{name}={pattern!r}: no token file matches; write the shards with "
-                    "experiments/signsgd/prepare_data.py"
+                    f"data.{name}={pattern!r}: no token file matches; {_prepare_hint(pattern)}"
                 ) from None
     if cfg.hellaswag:
         need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
