@@ -14,8 +14,8 @@ results go to ``benchmarks/results/hilbert.md``.
 hilbertsfc 0.5.1 declares Python >= 3.12 (only for syntax); ``benchmarks/hilbertsfc_py311.sh``
 makes a 3.11 copy of it, and the benchmark then runs with it as
 
-    bash benchmarks/hilbertsfc_py311.sh /tmp/hilbertsfc311
-    PYTHONPATH=/tmp/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py
+    bash benchmarks/hilbertsfc_py311.sh build/hilbertsfc311
+    PYTHONPATH=build/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py
 
 Without it the hilbertsfc columns say how to get it.
 
@@ -57,8 +57,8 @@ GOAL_RATIO = 200.0
 GOAL_SFC = 0.5  # geomopt's time per point / hilbertsfc's, 3-D at 16 bits
 DEFAULT_CASES = ",".join(f"{d}:{min(16, 64 // d)}" for d in range(2, 17)) + ",8:10"
 SFC_HOWTO = (
-    "not importable: run `bash benchmarks/hilbertsfc_py311.sh /tmp/hilbertsfc311`, then "
-    "`PYTHONPATH=/tmp/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py`"
+    "not importable: run `bash benchmarks/hilbertsfc_py311.sh build/hilbertsfc311`, then "
+    "`PYTHONPATH=build/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py`"
 )
 
 
@@ -260,7 +260,7 @@ def probe_3d(n: int, repeats: int, sfc) -> dict:
 
 
 def to_markdown(rows: list[dict], args) -> str:
-    env = "env PYTHONPATH=/tmp/hilbertsfc311 " if args.sfc else ""
+    env = "env PYTHONPATH=build/hilbertsfc311 " if args.sfc else ""
     run = "uv run --with numba" if args.sfc else "uv run"
     lines = [
         "# Hilbert encoding throughput (CPU)",
@@ -268,7 +268,7 @@ def to_markdown(rows: list[dict], args) -> str:
         f"Command: `flock /tmp/geomopt-bench.lock {env}nice -n 5 {run} benchmarks/bench_hilbert.py "
         f"--n {args.n}`"
         + (
-            " (hilbertsfc prepared by `bash benchmarks/hilbertsfc_py311.sh /tmp/hilbertsfc311`)"
+            " (hilbertsfc prepared by `bash benchmarks/hilbertsfc_py311.sh build/hilbertsfc311`)"
             if args.sfc
             else ""
         )

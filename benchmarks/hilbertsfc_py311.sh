@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hilbertsfc 0.5.1 on Python 3.11, for benchmarks/bench_hilbert.py (issue 12.10).
+# hilbertsfc 0.5.1 on Python 3.11, for benchmarks/bench_hilbert.py.
 #
 # hilbertsfc declares Python >= 3.12, but only for syntax: PEP 695 `type X = ...` aliases and two
 # generic `def f[T, **P](...)` decorators in _cache.py. Its numba kernels run on 3.11. This script
@@ -9,10 +9,10 @@
 #   `return cast(Callable[P, T], wrapped)` -> `return wrapped`        (_cache.py)
 # Nothing else is touched. Then run the benchmark with that folder on the path:
 #
-#   bash benchmarks/hilbertsfc_py311.sh /tmp/hilbertsfc311
-#   PYTHONPATH=/tmp/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py
+#   bash benchmarks/hilbertsfc_py311.sh build/hilbertsfc311
+#   PYTHONPATH=build/hilbertsfc311 uv run --with numba benchmarks/bench_hilbert.py
 set -euo pipefail
-dest="${1:-/tmp/hilbertsfc311}"
+dest="${1:-build/hilbertsfc311}"
 version="${HILBERTSFC_VERSION:-0.5.1}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
