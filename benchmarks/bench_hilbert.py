@@ -31,7 +31,7 @@ to whatever runs next in this process: measured 13.5 -> 22 ns of CPU (27 -> 48 n
 ``OMP_WAIT_POLICY=PASSIVE`` (unless already set) before numba loads.
 
 Default cases: every d from 2 to 16 at ``bits = min(16, 64 // d)`` (the widest
-numpy-hilbert-curve accepts), plus d = 8 at 10 bits (beyond it). The goals of issue 12.10 are
+numpy-hilbert-curve accepts), plus d = 8 at 10 bits (beyond it). The speed goals are
 checked in the table: >= 200x numpy-hilbert-curve at every d, and in 3-D at 16 bits at most 0.5x
 hilbertsfc's time per point.
 """
