@@ -54,7 +54,7 @@ def check_modelnet(
     n_train = 0
     for split in ("train", "test"):
         try:
-            files = modelnet_files(root, dataset, split)
+            files = modelnet_files(root, dataset, split, flag=f"--{root_field.replace('_', '-')}")
         except FileNotFoundError as e:
             raise ValueError(
                 f"{root_field}={root!r}: expected the {dataset} HDF5 files; {e}"

@@ -180,8 +180,11 @@ def load_modelnet_h5(
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def modelnet_files(root: str | Path, dataset: str, split: str) -> list[Path]:
-    """The sorted ``ply_data_<split>*.h5`` shards of ``dataset`` under ``root``.
+def modelnet_files(
+    root: str | Path, dataset: str, split: str, *, flag: str = "--data-root"
+) -> list[Path]:
+    """The sorted ``ply_data_<split>*.h5`` shards of ``dataset`` under ``root`` (``flag``: the
+    command-line option that sets ``root``, named in the error).
 
     Looks in ``root/<MODELNET_DIRS[dataset]>/`` (the official layout) and in ``root`` itself.
     Raises ``FileNotFoundError`` saying where to put the files when there are none.
@@ -200,7 +203,7 @@ def modelnet_files(root: str | Path, dataset: str, split: str) -> list[Path]:
         f"no ply_data_{split}*.h5 files for {dataset} in {folder} or {root}: put the HDF5 shards "
         f"of {MODELNET_DIRS[dataset]} (keys 'data' N x 2048 x 3 and 'label'; e.g. the Kaggle "
         f"'modelnet40' HDF5 download named in the official README) into {folder}/, or pass "
-        "--data-root pointing at their parent folder"
+        f"{flag} pointing at their parent folder"
     )
 
 
