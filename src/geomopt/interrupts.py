@@ -87,7 +87,7 @@ def _on_sigint(signum, frame) -> None:
         return
     _state["count"] += 1
     if _state["count"] >= 2:
-        _exit_now("second Ctrl-C")
+        _exit_now("second Ctrl-C; exiting now")
     _state["requested"], _state["first"] = True, now
     raise KeyboardInterrupt
 
