@@ -990,9 +990,9 @@ class RunOptions:
     """Print the full traceback of an error (also: environment variable GEOMOPT_DEBUG=1)."""
 
 
-def debug_wanted(argv: Sequence[str] = ()) -> bool:
-    """``--debug`` among ``argv``, or ``GEOMOPT_DEBUG`` set to something other than 0/empty."""
-    return "--debug" in argv or os.environ.get("GEOMOPT_DEBUG", "0") not in ("", "0")
+def debug_wanted() -> bool:
+    """``GEOMOPT_DEBUG`` is set to something other than 0 or empty (like ``--debug``)."""
+    return os.environ.get("GEOMOPT_DEBUG", "0") not in ("", "0")
 
 
 EXPECTED_ERRORS = (ValueError, OSError, RunExistsError)
