@@ -198,3 +198,44 @@ def test_checkpoint_round_trip_and_cache(trained, tmp_path):
     # other settings do not silently replace it
     with pytest.raises(ValueError, match="other settings"):
         train_for_manifold("circle", dataclasses.replace(SMOKE, seed=1), folder)
+
+
+def test_learning_rate_schedules():
+    from geomopt.diffusion import learning_rates
+
+    const = learning_rates(TrainConfig(steps=100, lr=2e-3))
+    np.testing.assert_array_equal(const, np.full(100, 2e-3))
+    cos = learning_rates(TrainConfig(steps=100, lr=2e-3, schedule="cosine"))
+    assert cos[0] == pytest.approx(2e-3) and cos[50] == pytest.approx(1e-3)
+    assert np.all(np.diff(cos) < 0) and 0 < cos[-1] < 1e-6
+    with pytest.raises(ValueError, match="schedule 'linear'"):
+        train_denoiser(jnp.zeros((5, 2)), key=jax.random.key(0),
+                       train_config=TrainConfig(steps=2, schedule="linear"))  # fmt: skip
+
+
+def test_cosine_schedule_changes_training_and_the_rate_reaches_the_step(key):
+    """The scanned step takes each step's rate: a cosine run differs from a constant one, and a
+    schedule whose rates are all zero leaves the weights unchanged."""
+    data = get_manifold("circle").sample(key, 64)
+    cfg = TrainConfig(steps=20, batch_size=16, lr=1e-2, log_every=10)
+    m_const, _ = train_denoiser(data, key=key, model_config=SMOKE.model, train_config=cfg)
+    m_cos, _ = train_denoiser(data, key=key, model_config=SMOKE.model,
+                              train_config=dataclasses.replace(cfg, schedule="cosine"))  # fmt: skip
+    leaves = lambda m: jax.tree.leaves(eqx.filter(m, eqx.is_inexact_array))  # noqa: E731
+    assert any(not np.allclose(a, b) for a, b in zip(leaves(m_const), leaves(m_cos)))
+
+
+def test_folders_trained_before_the_schedule_existed_still_load(trained):
+    """A cache written without ``schedule`` in its config was trained at a constant rate."""
+    import json
+
+    root, _, _ = trained
+    record = root / "circle" / "train_summary.json"
+    saved = json.loads(record.read_text())
+    saved["config"]["train"].pop("schedule")
+    record.write_text(json.dumps(saved))
+    _, summary = train_for_manifold("circle", SMOKE, root / "circle")
+    assert summary["loaded"]
+    with pytest.raises(ValueError, match="other settings"):
+        train_for_manifold("circle", dataclasses.replace(
+            SMOKE, train=dataclasses.replace(SMOKE.train, schedule="cosine")), root / "circle")

@@ -45,6 +45,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "SCORE_PRESETS",
             "ScoreConfig",
             "TrainConfig",
+            "learning_rates",
             "load_denoiser",
             "save_denoiser",
             "train_denoiser",

@@ -55,6 +55,7 @@ def score_config(spec, manifold: str):
             steps=spec.steps,
             batch_size=spec.batch_size,
             lr=spec.lr,
+            schedule=spec.schedule,
             log_every=min(spec.log_every, spec.steps),
         ),
         n_samples=spec.n_samples,
