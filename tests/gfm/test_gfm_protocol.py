@@ -183,3 +183,26 @@ def test_torus_routes_are_named_by_the_middle_poloidal_angle():
     np.testing.assert_allclose(
         jax.vmap(get_manifold("torus").distance)(jnp.asarray(top)), 0.0, atol=1e-12
     )
+
+
+def test_failure_reasons_name_why_each_pair_failed():
+    from geomopt.gfm._protocol import failure_reasons
+
+    torus = get_manifold("torus")
+    on = angle_linear_init(12, np.pi / 2, 0.0, np.pi / 2, np.pi)  # the top circle: on the surface
+    hole = np.linspace([1.2, 0.0, 0.4], [-1.2, 0.0, 0.4], 12)  # the chord over the hole
+    tube = on.copy()
+    tube[5:7] *= [[0.9, 0.9, 0.2]]  # two waypoints sunk into the tube
+    paths = np.stack([on, on, hole, tube, on])
+    status = np.array(["converged", "stalled", "converged", "stalled", "diverged"], object)
+    codes = np.array([0, 1, 0, 7, 6])
+    ev = evaluate(paths, manifold=torus, model=TubePotential(torus), sigma=0.1, lam=1.0,
+                  check_sigma=0.05, tol=0.1)  # fmt: skip
+    ev["finite"] = np.array([True] * 4 + [False])  # as a diverged path would be
+    why = failure_reasons(paths, status, codes, ev, torus, 0.1)
+    assert why[0] == "ok"
+    assert why[1] == "iteration cap"
+    assert why[2].startswith("off: outside by") and why[2].endswith("through the hole")
+    assert why[3].startswith("stalled: at the rate") and "off: inside by" in why[3]
+    assert "through the hole" not in why[3]
+    assert why[4] == "diverged"

@@ -39,6 +39,7 @@ __all__ = [
     "evaluate",
     "summarise",
     "status_of_codes",
+    "failure_reasons",
 ]
 
 METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "inverse_density", "rbf", "land", "linear")
@@ -53,7 +54,9 @@ LABELS = {
     "land": "LAND",
     "linear": "linear",
 }
-SOLVER_LABELS = {"action": "GFM (action)", "lm": "GFM (LM)"}
+SOLVER_LABELS = {"default": "GFM", "action": "GFM (action)", "lm": "GFM (LM)"}
+SOLVERS = ("default", "action", "lm")
+"""GFM solvers an experiment can ask for: ``"default"`` is ``gfm.solve``'s default method."""
 
 
 def label_of(method: str, cfg: dict | None = None) -> str:
@@ -121,7 +124,7 @@ def solve_method(
     init: str = "denoised",
     fitted: dict | None = None,
     adam: dict | None = None,
-    solver: str = "action",
+    solver: str = "default",
 ) -> dict:
     """Solve all pairs with one method; returns ``paths`` (B, K, d), per-pair ``status``,
     ``code``, ``iterations`` and the whole batch's ``seconds`` (compilation included).
@@ -129,15 +132,16 @@ def solve_method(
     ``init`` applies to GFM (the baselines start where the official code starts them);
     ``fitted`` holds the fitted ``rbf`` / ``land`` metrics; ``adam`` overrides the official
     Adam settings of GFM (``lr``, ``clip``, ``iters``); ``solver`` is ``gfm.solve``'s method for
-    ``"gfm"`` (``"action"``: descent of the path action, then LM; or ``"lm"``)."""
+    ``"gfm"``: ``"default"`` (no ``method`` argument: the default a user gets), ``"action"``
+    (descent of the path action, then LM) or ``"lm"``."""
     b = len(x0)
     score = ScoreAt(model, sigma)
     t0 = time.perf_counter()
     if method in ("gfm", "gfm_adam"):
         path0 = initial_paths(init, x0, x1, n_points, model=model)
-        if solver not in ("action", "lm"):
-            raise ValueError(f"solver {solver!r}: expected 'action' or 'lm'")
-        kw = dict(method=solver)
+        if solver not in SOLVERS:
+            raise ValueError(f"solver {solver!r}: expected one of {SOLVERS}")
+        kw = {} if solver == "default" else dict(method=solver)
         if method == "gfm_adam":
             a = {"lr": 1e-3, "clip": 10.0, "iters": 1501, **(adam or {})}
             kw = dict(method="adam", lr=a["lr"], clip=a["clip"], max_iters=a["iters"])
@@ -216,6 +220,41 @@ def evaluate(
 def _displacement(model, x, sigma):
     den = jax.vmap(lambda p: model.denoise(p, sigma).astype(p.dtype))(x)
     return jnp.linalg.norm(den - x, axis=-1)
+
+
+def failure_reasons(paths, status, codes, ev: dict, manifold, tol: float) -> list[str]:
+    """Why each pair failed, in words (``"ok"`` for a success): ``"diverged"``, ``"iteration
+    cap"``, ``"stalled: <reason>"`` (the solver's reason code) or, for a path that ended off the
+    manifold (converged or not), where it went: ``"off: inside by 0.31"`` / ``"off: outside
+    by 0.12"`` (the deepest waypoint's signed distance) and ``", through the hole"`` when a
+    waypoint crosses a torus's central hole (cylindrical radius below ``R - r``)."""
+    from ._solve import REASONS
+
+    out = []
+    paths = np.asarray(paths)
+    for i, st in enumerate(np.asarray(status)):
+        code = int(np.asarray(codes)[i])
+        if st == "diverged" or not ev["finite"][i]:
+            out.append("diverged")
+            continue
+        words = []
+        if st == "stalled":
+            words.append("iteration cap" if code == MAX_ITERS else REASONS[code].split(" (")[0])
+        if not ev["on_manifold"][i]:
+            if hasattr(manifold, "signed_distance"):
+                sd = np.asarray(jax.vmap(manifold.signed_distance)(jnp.asarray(paths[i])))
+                j = int(np.argmax(np.abs(sd)))
+                side = "inside" if sd[j] < 0 else "outside"
+                text = f"off: {side} by {abs(sd[j]):.2f}"
+                if hasattr(manifold, "major_radius"):
+                    rho = np.hypot(paths[i][:, 0], paths[i][:, 1])
+                    if rho.min() < manifold.major_radius - manifold.minor_radius - tol:
+                        text += ", through the hole"
+                words.append(text)
+            else:
+                words.append(f"off: max distance {ev['error_max'][i]:.2f}")
+        out.append("; ".join(words) or "ok")
+    return out
 
 
 def summarise(status, ev: dict) -> dict[str, float]:
