@@ -82,6 +82,8 @@ ROWS = [
     (SWEEP, ["--n-pairs", "0"], "n_pairs"),
     (SWEEP, ["--pair-seed", "-3"], "pair_seed"),
     (SWEEP, ["--n-points", "2"], "n_points"),
+    (SWEEP, ["--n-denoisers", "0"], "n_denoisers"),
+    (SWEEP, ["--potential", "analytic", "--n-denoisers", "2"], "n_denoisers"),
     (SWEEP, ["--on-manifold-tol", "nan"], "on_manifold_tol"),
     (SWEEP, ["--check-sigma", "0"], "check_sigma"),
     (SWEEP, ["--denoiser.lr", "-1"], "denoiser.lr"),

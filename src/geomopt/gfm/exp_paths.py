@@ -42,10 +42,11 @@ class PathsConfig:
     gfm_inits: tuple[str, ...] = ("denoised", "chord", "slerp")
     """GFM initial paths (denoised: the chord's waypoints moved onto the support by the
     denoiser's PF-ODE from sigma 0.5; chord; slerp). The first one is the headline's gfm."""
-    gfm_solver: Literal["action", "lm"] = "action"
-    """GFM's solver: "action" (trust-region descent of the path action, then LM: it reaches
-    minima of the action) or "lm" (Levenberg-Marquardt on the residual alone, which also
-    converges to saddles such as paths through the torus's hole)."""
+    gfm_solver: Literal["default", "action", "lm"] = "default"
+    """GFM's solver: "default" (``gfm.solve`` without a method: the default a user gets),
+    "action" (trust-region descent of the path action, then LM: it reaches minima of the
+    action) or "lm" (Levenberg-Marquardt on the residual alone, which also converges to saddles
+    such as paths through the torus's hole)."""
     potential: Literal["trained", "analytic"] = "trained"
     """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
     denoiser: DenoiserSpec = QUICK_DENOISER

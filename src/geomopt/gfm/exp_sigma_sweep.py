@@ -39,14 +39,18 @@ class SigmaSweepConfig:
     not use the score)."""
     gfm_init: Literal["denoised", "chord", "slerp"] = "denoised"
     """GFM's initial path (see gfm/paths)."""
-    gfm_solver: Literal["action", "lm"] = "action"
-    """GFM's solver: "action" (trust-region descent of the path action, then LM: it reaches
-    minima of the action) or "lm" (Levenberg-Marquardt on the residual alone, which also
-    converges to saddles such as paths through the torus's hole)."""
+    gfm_solver: Literal["default", "action", "lm"] = "default"
+    """GFM's solver: "default" (``gfm.solve`` without a method: the default a user gets),
+    "action" (trust-region descent of the path action, then LM: it reaches minima of the
+    action) or "lm" (Levenberg-Marquardt on the residual alone, which also converges to saddles
+    such as paths through the torus's hole)."""
     potential: Literal["trained", "analytic"] = "trained"
     """The score: a trained EDM denoiser (default) or the analytic tube potential (ablation)."""
     denoiser: DenoiserSpec = QUICK_DENOISER
     """Denoiser network and training (cached by manifold + spec)."""
+    n_denoisers: int = 3
+    """Denoisers trained with seeds ``denoiser.seed``, ``+1``, ...: every method runs on the
+    same pairs against each (the replication unit of the failure rates)."""
     lam: float = 1.0
     """GFM's lambda."""
     n_pairs: int = 8
@@ -66,7 +70,7 @@ def check_common(cfg) -> None:
     check_positive(cfg, *(n for n in ("sigma", "on_manifold_tol", "check_sigma")
                           if hasattr(cfg, n)))  # fmt: skip
     check_nonnegative(cfg, "lam")
-    check_one_of(cfg, "gfm_solver", ("action", "lm"))
+    check_one_of(cfg, "gfm_solver", ("default", "action", "lm"))
     check_one_of(cfg, "potential", ("trained", "analytic"))
     check_ints(cfg, "n_pairs")
     check_ints(cfg, "pair_seed", minimum=0)
@@ -86,57 +90,106 @@ def validate(cfg: SigmaSweepConfig) -> None:
         raise ValueError(f"sigmas={cfg.sigmas!r}: expected distinct values (to 6 digits, as "
                          "the headline keys print them)")  # fmt: skip
     check_common(cfg)
+    check_ints(cfg, "n_denoisers")
+    if cfg.potential == "analytic" and cfg.n_denoisers != 1:
+        raise ValueError(f"n_denoisers={cfg.n_denoisers!r} with potential 'analytic': expected 1 "
+                         "(the analytic potential has no training seed)")  # fmt: skip
 
 
 def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
+    import dataclasses as dc
+
     import jax
 
     from geomopt.gfm._potentials import potential_for
-    from geomopt.gfm._protocol import evaluate, sample_pairs, solve_method, summarise
+    from geomopt.gfm._protocol import (
+        evaluate,
+        failure_reasons,
+        sample_pairs,
+        solve_method,
+        summarise,
+    )
     from geomopt.gfm.exp_paths import markdown_table
     from geomopt.manifolds import get_manifold
 
-    model, info = potential_for(run, cfg.manifold, cfg.potential, cfg.denoiser)
-    run.details["denoiser"] = info
     manifold = get_manifold(cfg.manifold)
     headline: dict[str, float] = {}
-    table = []
-    bar = run.progress(total=len(cfg.sigmas) * len(cfg.methods), desc="sigma sweep")
-    with jax.enable_x64(True):
-        x0, x1 = sample_pairs(manifold, cfg.n_pairs, jax.random.key(cfg.pair_seed))
-        for sigma in cfg.sigmas:
-            for method in cfg.methods:
-                bar.set_description(f"sigma={sigma:g}, {method}")
-                out = solve_method(
-                    method, x0, x1, model=model, sigma=sigma, lam=cfg.lam,
-                    n_points=cfg.n_points, init=cfg.gfm_init, solver=cfg.gfm_solver,
-                )  # fmt: skip
-                ev = evaluate(
-                    out["paths"], manifold=manifold, model=model, sigma=sigma, lam=cfg.lam,
-                    check_sigma=cfg.check_sigma, tol=cfg.on_manifold_tol,
-                )  # fmt: skip
-                run.log_rows(
-                    dict(sigma=sigma, method=method, pair=i, status=out["status"][i],
-                         code=int(out["code"][i]), error_mean=ev["error_mean"][i],
-                         error_max=ev["error_max"][i], on_manifold=bool(ev["on_manifold"][i]))
-                    for i in range(cfg.n_pairs)
-                )  # fmt: skip
-                row = dict(sigma=sigma, method=method, **summarise(out["status"], ev))
-                row["seconds"] = out["seconds"]
-                table.append(row)
-                headline[f"{method}/sigma={sigma:g}/error"] = row["error_mean"]
-                if row["n_finite"] == 0:
-                    run.explain_nan(
-                        f"{method}/sigma={sigma:g}/error",
-                        "every path diverged (non-finite waypoints)",
+    table, reasons = [], []
+    run.details["denoisers"] = []
+    pooled: dict[tuple[float, str], list] = {}
+    bar = run.progress(
+        total=cfg.n_denoisers * len(cfg.sigmas) * len(cfg.methods), desc="sigma sweep"
+    )
+    for rep in range(cfg.n_denoisers):
+        spec = dc.replace(cfg.denoiser, seed=cfg.denoiser.seed + rep)
+        model, info = potential_for(run, cfg.manifold, cfg.potential, spec)
+        run.details["denoisers"].append(info)
+        if "sample_mean_distance" in info:
+            headline[f"denoiser={rep}/sample_distance_ratio"] = (
+                info["sample_mean_distance"] / info["data_mean_distance"]
+            )
+        with jax.enable_x64(True):
+            x0, x1 = sample_pairs(manifold, cfg.n_pairs, jax.random.key(cfg.pair_seed))
+            for sigma in cfg.sigmas:
+                for method in cfg.methods:
+                    bar.set_description(f"denoiser {rep}, sigma={sigma:g}, {method}")
+                    out = solve_method(
+                        method, x0, x1, model=model, sigma=sigma, lam=cfg.lam,
+                        n_points=cfg.n_points, init=cfg.gfm_init, solver=cfg.gfm_solver,
+                    )  # fmt: skip
+                    ev = evaluate(
+                        out["paths"], manifold=manifold, model=model, sigma=sigma, lam=cfg.lam,
+                        check_sigma=cfg.check_sigma, tol=cfg.on_manifold_tol,
+                    )  # fmt: skip
+                    why = failure_reasons(
+                        out["paths"], out["status"], out["code"], ev, manifold,
+                        cfg.on_manifold_tol,
+                    )  # fmt: skip
+                    run.log_rows(
+                        dict(denoiser=rep, sigma=sigma, method=method, pair=i,
+                             status=out["status"][i], code=int(out["code"][i]),
+                             iterations=int(out["iterations"][i]),
+                             error_mean=ev["error_mean"][i], error_max=ev["error_max"][i],
+                             on_manifold=bool(ev["on_manifold"][i]), reason=why[i])
+                        for i in range(cfg.n_pairs)
+                    )  # fmt: skip
+                    if method == "gfm":
+                        reasons += [
+                            dict(denoiser=rep, sigma=sigma, pair=i, reason=r)
+                            for i, r in enumerate(why) if r != "ok"
+                        ]  # fmt: skip
+                    row = dict(denoiser=rep, sigma=sigma, method=method,
+                               **summarise(out["status"], ev))  # fmt: skip
+                    row["seconds"] = out["seconds"]
+                    table.append(row)
+                    headline[f"{method}/sigma={sigma:g}/failure/denoiser={rep}"] = (
+                        1.0 - row["success"]
                     )
-                headline[f"{method}/sigma={sigma:g}/failure"] = 1.0 - row["success"]
-                bar.update(1)
+                    pooled.setdefault((sigma, method), []).append(row)
+                    bar.update(1)
     bar.close()
+    for (sigma, method), rows in pooled.items():
+        n = sum(r["n"] for r in rows)
+        ok = sum(r["success"] * r["n"] for r in rows)
+        finite = [r for r in rows if r["n_finite"] > 0]
+        err = (sum(r["error_mean"] * r["n_finite"] for r in finite)
+               / sum(r["n_finite"] for r in finite)) if finite else float("nan")  # fmt: skip
+        headline[f"{method}/sigma={sigma:g}/failure"] = 1.0 - ok / n
+        headline[f"{method}/sigma={sigma:g}/error"] = err
+        if not finite:
+            run.explain_nan(
+                f"{method}/sigma={sigma:g}/error", "every path diverged (non-finite waypoints)"
+            )
     run.details["table"] = table
-    text = markdown_table(table, ("sigma", "method"))
-    (run.path / "table.md").write_text(text)
+    run.details["gfm_failures"] = reasons
+    text = markdown_table(table, ("denoiser", "sigma", "method"))
+    if reasons:
+        text += "\n\nGFM failures (denoiser, sigma, pair: why)\n\n" + "\n".join(
+            f"- {r['denoiser']}, {r['sigma']:g}, {r['pair']}: {r['reason']}" for r in reasons
+        )
+    (run.path / "table.md").write_text(text + "\n")
     run.print(text)
+    headline["n_denoisers"] = float(cfg.n_denoisers)
     return headline
 
 
@@ -158,11 +211,12 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     sigmas = sorted({r["sigma"] for r in table})
     n_methods = len(cfg["methods"])
     for j, method in enumerate(cfg["methods"]):
-        rows = sorted((r for r in table if r["method"] == method), key=lambda r: r["sigma"])
-        s = np.array([r["sigma"] for r in rows])
-        err = np.array([r["error_mean"] for r in rows], float)
-        fail = np.array([1.0 - r["success"] for r in rows])
-        off = np.array([1.0 - r["on_manifold"] for r in rows])
+        # pooled over the denoisers (runs made before n_denoisers existed have one)
+        s = np.array(sorted({r["sigma"] for r in table if r["method"] == method}))
+        by = [[r for r in table if r["method"] == method and r["sigma"] == v] for v in s]
+        err = np.array([np.nanmean([r["error_mean"] for r in rs]) for rs in by], float)
+        fail = np.array([1.0 - np.mean([r["success"] for r in rs]) for rs in by])
+        off = np.array([1.0 - np.mean([r["on_manifold"] for r in rs]) for rs in by])
         c = method_color(method)
         ax_e.plot(s, err, "o-", color=c, label=label_of(method, cfg))
         # a small vertical offset per method so that equal fractions do not hide each other
@@ -178,7 +232,9 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         ax.invert_xaxis()
     ax_e.set_yscale("log")
     ax_e.set_ylabel("mean distance to the manifold")
-    ax_e.set_title(f"{cfg['manifold']}, {cfg['n_pairs']} pairs, {cfg['potential']}", fontsize=9)
+    n_den = cfg.get("n_denoisers", 1)
+    ax_e.set_title(f"{cfg['manifold']}, {cfg['n_pairs']} pairs x {n_den} denoisers, "
+                   f"{cfg['potential']}", fontsize=9)  # fmt: skip
     ax_o.set_ylabel("fraction off the manifold")
     ax_o.set_title(f"off: max dist. > {cfg['on_manifold_tol']:g}; lines offset", fontsize=9)
     ax_f.set_ylabel("fraction failed (stalled, diverged, off)")
@@ -197,10 +253,11 @@ EXPERIMENT = Experiment(
             sigmas=(0.1, 0.01),
             methods=("gfm", "stein"),
             denoiser=SMOKE_DENOISER,
+            n_denoisers=1,
             n_pairs=2,
             n_points=10,
         ),  # fmt: skip
-        "quick": SigmaSweepConfig(),
+        "quick": SigmaSweepConfig(n_pairs=16),
         "paper": SigmaSweepConfig(denoiser=DenoiserSpec(), n_pairs=32),
     },
     notes={
