@@ -17,9 +17,9 @@ from geomopt.gfm import exp_torus_metrics
 def test_torus_metrics_smoke(gfm_out, run_smoke):
     exp = exp_torus_metrics.EXPERIMENT
     outcome = run_smoke(exp, gfm_out)
-    for key in ("A/action/error", "A/action/residual", "A/action/success"):
+    for key in ("A/default/error", "A/default/residual", "A/default/success"):
         assert key in outcome.headline
-    assert 0 <= outcome.headline["action/distinct_routes"] <= 1
+    assert 0 <= outcome.headline["default/distinct_routes"] <= 1
 
 
 @pytest.mark.parametrize(

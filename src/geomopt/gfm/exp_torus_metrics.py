@@ -7,7 +7,7 @@
 Exactly as the official runs: sigma 0.1, lambda 1, gamma 1; run A (0.05, 0.5) with 20 waypoints,
 B (5, 0.1) with 20, C (1, 0.01) with 25; the initial path linear in the intrinsic angles mapped
 onto the surface (both endpoints have poloidal angle pi/2, so it is the top circle). Each run is
-solved by our action descent + LM (``gfm.solve(method="action")``), by our Levenberg-Marquardt
+solved by ``gfm.solve`` with its default method (action descent + LM), by our Levenberg-Marquardt
 (one solve at sigma; and ``lm_continuation``: solved at sigma
 0.3, then 0.2, then 0.1, each level warm-starting the next, ``gfm.solve_continuation``) and by the
 official Adam (lr 1e-3 / 5e-3 / 5e-4, clip 10, 1501 iterations). A route is named by the
@@ -27,7 +27,8 @@ from geomopt.experiment import Experiment, Run, check_ints, check_positive, figu
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))
-SOLVERS = ("action", "lm", "lm_continuation", "adam")
+SOLVERS = ("default", "action", "lm", "lm_continuation", "adam")
+DEFAULT_SOLVERS = ("default", "lm", "lm_continuation", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +45,9 @@ class TorusMetricsConfig:
     """Noise level of the score (official 0.1)."""
     lam: float = 1.0
     """GFM's lambda (official 1)."""
-    solvers: tuple[str, ...] = SOLVERS
-    """action (ours: trust-region descent of the path action, then LM; one solve at sigma),
+    solvers: tuple[str, ...] = DEFAULT_SOLVERS
+    """default (``gfm.solve`` without a method: the default a user gets), action (ours:
+    trust-region descent of the path action, then LM; one solve at sigma),
     lm (ours, one solve at sigma), lm_continuation (ours: gfm.solve_continuation over
     continuation_sigmas, each level warm-starting the next; the solver README's recommendation for
     learned potentials) and adam (official: clip 10, adam_iters iterations, the run's lr)."""
@@ -159,7 +161,7 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                         for s, r in zip(sigmas, reps, strict=True)
                     ]  # fmt: skip
                 else:
-                    kw = dict(method="action") if solver == "action" else {}
+                    kw = {} if solver == "default" else dict(method=solver)
                     if solver == "adam":
                         kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
                     path, rep = gfm.solve(init[0], init[-1], score=score, **common, **kw)
@@ -207,7 +209,7 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
 
 
 RUN_COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c"}
-LINESTYLES = {"action": ":", "lm": "-", "lm_continuation": "-.", "adam": "--"}
+LINESTYLES = {"default": ":", "action": ":", "lm": "-", "lm_continuation": "-.", "adam": "--"}
 LINE_NAMES = {"-": "solid", "-.": "dash-dot", "--": "dashed", ":": "dotted"}
 
 
@@ -272,29 +274,29 @@ EXPERIMENT = Experiment(
     description="the official torus runs A/B/C: three priors, three routes? (trained score)",
     presets={
         "smoke": TorusMetricsConfig(
-            runs=OFFICIAL_RUNS[:1], solvers=("action",), denoiser=SMOKE_DENOISER, adam_iters=50
+            runs=OFFICIAL_RUNS[:1], solvers=("default",), denoiser=SMOKE_DENOISER, adam_iters=50
         ),
         "quick": TorusMetricsConfig(),
         "paper": TorusMetricsConfig(denoiser=DenoiserSpec()),
     },
     notes={
-        "smoke": "run A with the action solver only, tiny denoiser (one compile of the metric "
+        "smoke": "run A with the default solver only, tiny denoiser (one compile of the metric "
         "solve)",
-        "quick": "official runs A/B/C, LM, LM with continuation and official Adam (274 s wall at "
-        "load ~7, cached denoiser)",
-        "paper": "official runs A/B/C with the official 128x4 denoiser, LM, LM with continuation "
-        "and official Adam (335 s wall at load ~8, cached denoiser; mostly LM's metric compile)",
+        "quick": "official runs A/B/C: the default solver, LM, LM with continuation and official "
+        "Adam (274 s wall at load ~7, cached denoiser)",
+        "paper": "official runs A/B/C with the official 128x4 denoiser: the default solver, LM, LM "
+        "with continuation and official Adam (335 s wall at load ~8, cached denoiser)",
     },
     run=run,
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
     key_numbers=(
-        "A/action/error",
-        "A/action/success",
-        "action/distinct_routes",
-        "B/action/error",
-        "C/action/success",
+        "A/default/error",
+        "A/default/success",
+        "default/distinct_routes",
+        "B/default/error",
+        "C/default/success",
     ),
     # quick 122 s and paper 123 s wall at load ~2, denoiser cached (README.md's reruns)
     seconds={"smoke": 19.3, "quick": 122.0, "paper": 123.0},
