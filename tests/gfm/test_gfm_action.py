@@ -47,7 +47,7 @@ def test_action_matches_lm_where_the_solution_is_unique():
         return -x
 
     with jax.enable_x64(True):
-        p_lm, r_lm = gfm.solve(x0, x1, score=score, lam=3.0, n_points=15)
+        p_lm, r_lm = gfm.solve(x0, x1, score=score, lam=3.0, n_points=15, method="lm")
         p_act, r_act = gfm.solve(x0, x1, score=score, lam=3.0, n_points=15, method="action")
     assert np.all(r_act.converged) and np.all(r_lm.converged)
     assert r_act.method == "action"
@@ -64,7 +64,7 @@ def test_action_stays_on_support_where_lm_cuts_across(name):
         x0 = np.asarray(manifold.sample(jax.random.key(1), 8, noise=0.0), np.float64)
         x1 = np.asarray(manifold.sample(jax.random.key(2), 8, noise=0.0), np.float64)
         score = gfm.ScoreAt(TubePotential(manifold), 0.1)
-        p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=20)
+        p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=20, method="lm")
         p_act, r_act = gfm.solve(x0, x1, score=score, n_points=20, method="action")
         d_lm = np.asarray(gfm.path_validity(p_lm, manifold=manifold)["distance_max"])
         d_act = np.asarray(gfm.path_validity(p_act, manifold=manifold)["distance_max"])
@@ -99,7 +99,7 @@ def test_action_with_a_metric_matches_lm_on_a_convex_problem(metric):
     x1 = np.array([[-1.0, 0.2], [1.0, -0.4]])
     with jax.enable_x64(True):
         kw = dict(score=lambda x: -x, metric=metric, lam=2.0, n_points=12)
-        p_lm, r_lm = gfm.solve(x0, x1, **kw)
+        p_lm, r_lm = gfm.solve(x0, x1, method="lm", **kw)
         p_act, r_act = gfm.solve(x0, x1, method="action", **kw)
         assert np.all(r_lm.converged) and np.all(r_act.converged), r_act.reason
         np.testing.assert_allclose(np.asarray(p_act), np.asarray(p_lm), atol=1e-8)

@@ -9,7 +9,7 @@ import pytest
 
 from geomopt import gfm
 from geomopt.diffusion import DenoiserConfig, EDMDenoiser, load_denoiser, save_denoiser
-from geomopt.gfm import _gfm
+from geomopt.gfm import _compiled
 
 X0, X1 = np.array([0.0, 1.0]), np.array([1.0, 1.5])
 KW = dict(n_points=6, method="adam", max_iters=2)
@@ -25,6 +25,39 @@ def test_indefinite_metric_is_rejected_with_its_eigenvalue():
     with jax.enable_x64(True):
         with pytest.raises(ValueError, match="not positive-definite: smallest eigenvalue -2"):
             gfm.solve(X0, X1, metric=lambda x: jnp.diag(jnp.array([1.0, -2.0])), **KW)
+
+
+def test_metric_is_checked_at_every_waypoint_of_the_initial_path():
+    # Symmetric positive-definite at both endpoints (x_0 = 0 and 1), asymmetric in between: the
+    # residual's Cholesky sees only the symmetric part, so LM would "converge".
+    def metric(x):
+        skew = 4.0 * x[0] * (1.0 - x[0])
+        return jnp.array([[1.0, skew], [0.0, 1.0]]) + jnp.array([[0.0, 0.0], [0.0, skew**2]])
+
+    a, b = np.array([0.0, 0.0]), np.array([1.0, 0.0])
+    with jax.enable_x64(True):
+        for method in ("lm", "action", "adam"):
+            with pytest.raises(
+                ValueError,
+                match=r"metric at waypoint 1 of the initial path, "
+                r"x = \[0.2, 0.0\] is not symmetric: max \|G - G\^T\| = 0.64",
+            ):
+                gfm.solve(a, b, metric=metric, n_points=6, method=method, max_iters=3)
+        # a batch names the pair; the first pair is fine (x_0 stays 0: symmetric everywhere)
+        x0 = np.stack([a, a])
+        x1 = np.stack([np.array([0.0, 1.0]), b])
+        with pytest.raises(ValueError, match=r"metric at pair 1, waypoint 1 of the initial"):
+            gfm.solve(x0, x1, metric=metric, n_points=6, method="lm", max_iters=3)
+        # not positive-definite away from the endpoints, along a given initial path
+        init = np.asarray(gfm.chord(a, b, 6)).copy()
+        init[3] = [0.5, 3.0]
+        indefinite = lambda x: jnp.diag(jnp.array([1.0, 2.0 - x[1]]))  # noqa: E731
+        with pytest.raises(
+            ValueError,
+            match="waypoint 3 of the initial path, x = \\[0.5, 3.0\\] "
+            "is not positive-definite: smallest eigenvalue -1",
+        ):
+            gfm.solve(a, b, metric=indefinite, n_points=6, init=init, method="lm", max_iters=3)
 
 
 def test_half_plane_rejects_points_on_or_below_the_axis():
@@ -43,10 +76,10 @@ def test_half_plane_rejects_points_on_or_below_the_axis():
 def test_solver_cache_is_keyed_by_dtype():
     score = lambda x: -x  # noqa: E731
     with jax.enable_x64(True):
-        before = len(_gfm._SOLVERS)
+        before = len(_compiled._SOLVERS)
         p64, _ = gfm.solve(X0, X1, score=score, **KW)
         p32, _ = gfm.solve(X0.astype(np.float32), X1.astype(np.float32), score=score, **KW)
-        assert len(_gfm._SOLVERS) == min(before + 2, _gfm._MAX_SOLVERS)
+        assert len(_compiled._SOLVERS) == min(before + 2, _compiled._MAX_SOLVERS)
         assert p64.dtype == jnp.float64 and p32.dtype == jnp.float32
         assert bool(jnp.all(jnp.isfinite(p32)))
 

@@ -35,6 +35,32 @@ def test_slerp_follows_the_great_circle_at_constant_speed():
     np.testing.assert_allclose(gfm.slerp(x0, 2 * x0, 3)[1], 1.5 * x0, atol=1e-6)
 
 
+def test_slerp_refuses_antipodal_and_zero_endpoints():
+    from geomopt.gfm import baselines as bl
+
+    x0 = np.array([1.0, 2.0, 0.5])
+    for bad_x1, match in [
+        (-3.0 * x0, "x0 and x1 are antipodal"),
+        (-x0 + 1e-5, "x0 and x1 are antipodal"),  # cosine -1 + 1e-11: no unique great circle
+        (np.zeros(3), "endpoint x1 has norm 0.0"),
+    ]:
+        with pytest.raises(ValueError, match=f"slerp: {match}"):
+            gfm.slerp(x0, bad_x1, 5)
+        with pytest.raises(ValueError, match=f"slerp: {match}"):
+            gfm.solve(x0, bad_x1, init="slerp", n_points=5, method="lm")
+        with pytest.raises(ValueError, match=f"spherical: {match}"):
+            bl.spherical(x0, bad_x1, 5)
+    with pytest.raises(ValueError, match="slerp: x0 and x1 of pair 1 are antipodal"):
+        gfm.slerp(np.stack([x0, x0]), np.stack([x0 + 1.0, -x0]), 5)
+    with pytest.raises(ValueError, match="slerp: x0 and x1 of pair 1 are antipodal"):
+        gfm.solve_matrix_free(np.stack([x0, x0]), np.stack([x0 + 1.0, -x0]), score=None,
+                              n_points=5, init="slerp")  # fmt: skip
+    # close to antipodal but a unique great circle: still the arc
+    near = np.array([-1.0, 0.0, 1e-2])
+    path = np.asarray(gfm.slerp(np.array([1.0, 0.0, 0.0]), near / np.linalg.norm(near), 5))
+    np.testing.assert_allclose(np.linalg.norm(path, axis=-1), 1.0, atol=1e-12)
+
+
 def _official_angle_linear(n_points, major=1.2, minor=0.4):
     """The official torus start, written out: (th, ph) = (pi/2, 0) -> (pi/2, pi), linear in
     the angles, mapped to the surface."""

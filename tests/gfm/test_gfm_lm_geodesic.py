@@ -10,8 +10,8 @@ import pytest
 
 from geomopt import gfm
 from geomopt.diffusion import SmoothedCircle
+from geomopt.gfm._lm import _second_directional
 from geomopt.gfm._residuals import local_residual
-from geomopt.gfm._solve import _second_directional
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +48,13 @@ def circle():
     x0, x1 = np.array([1.0, 0.0]), np.array([-0.6, 0.8])
     with jax.enable_x64(True):  # module scope: outside the per-test x64 fixture
         score, init = gfm.ScoreAt(SmoothedCircle(), 0.1), np.asarray(gfm.slerp(x0, x1, 16))
-        return score, x0, x1, init, gfm.solve(x0, x1, score=score, n_points=16, init=init)
+        solved = gfm.solve(x0, x1, score=score, n_points=16, init=init, method="lm")
+        return score, x0, x1, init, solved
 
 
 def test_accelerated_and_plain_lm_reach_the_same_solution(circle):
     score, x0, x1, init, (p_geo, r_geo) = circle
-    p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=16, init=init,
+    p_lm, r_lm = gfm.solve(x0, x1, score=score, n_points=16, init=init, method="lm",
                            lm_options=dict(geodesic=False))  # fmt: skip
     assert r_geo.status == "converged" and r_lm.status == "converged"
     np.testing.assert_allclose(p_geo, p_lm, atol=1e-7)
@@ -64,7 +65,7 @@ def test_accelerated_and_plain_lm_reach_the_same_solution(circle):
 @pytest.mark.parametrize("damping", [1e-6, 1.0])
 def test_initial_damping_changes_the_iterates_not_the_solution(circle, damping):
     score, x0, x1, init, (p_ref, r_ref) = circle
-    p, r = gfm.solve(x0, x1, score=score, n_points=16, init=init,
+    p, r = gfm.solve(x0, x1, score=score, n_points=16, init=init, method="lm",
                      lm_options=dict(damping=damping))  # fmt: skip
     assert r.status == "converged" and r_ref.status == "converged"
     np.testing.assert_allclose(p, p_ref, atol=1e-7)

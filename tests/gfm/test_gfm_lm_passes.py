@@ -12,11 +12,12 @@ import pytest
 import scipy.linalg
 
 from geomopt import gfm
-from geomopt.gfm import _gfm
+from geomopt.gfm import _compiled
 from geomopt.gfm._banded import small_cholesky, small_tri_solve
+from geomopt.gfm._lm import _blocks_of, _linearised_rows
 from geomopt.gfm._potentials import TubePotential
 from geomopt.gfm._residuals import local_residual
-from geomopt.gfm._solve import _blocks_of, _eval, _linearised_rows
+from geomopt.gfm._solver import eval_rows as _eval
 from geomopt.manifolds import get_manifold
 
 
@@ -88,7 +89,7 @@ def _solver_jaxpr(score, metric, x0, x1, n_points, mode="vmap"):
     batched = x0.ndim == 2
     kind = "euclidean" if metric is None else "metric"
     cfg = (kind, "lm", True, n_points, batched, False, (), "float64", mode if batched else "single")
-    fn, dynamic = _gfm._get_solver(score, metric, cfg)
+    fn, dynamic = _compiled._get_solver(score, metric, cfg)
     hyper = np.array([1.0, 1e-8, 0.05, 10.0, 1e-8])
     return str(jax.make_jaxpr(fn)(x0, x1, None, dynamic, hyper, np.asarray(50)))
 
@@ -130,7 +131,7 @@ def test_batch_gives_each_pair_its_single_solve(torus, score, method):
 
 def test_batch_modes_agree_and_bad_mode_is_named(torus, score):
     x0, x1 = _pairs(torus, 3, 4)
-    kw = dict(score=score, n_points=10, lm_options=dict(geodesic=False))
+    kw = dict(score=score, n_points=10, method="lm", lm_options=dict(geodesic=False))
     p_v, r_v = gfm.solve(x0, x1, batch="vmap", **kw)
     p_m, r_m = gfm.solve(x0, x1, batch="map", **kw)
     p_a, r_a = gfm.solve(x0, x1, **kw)  # auto: "map" on the CPU for LM

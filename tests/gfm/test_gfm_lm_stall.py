@@ -31,11 +31,11 @@ def score():
 
 # Plain LM with the small initial damping (1e-6 max diag J^T J) at which this pair crawls; from
 # the default 1e-3 plain LM converges on it too.
-PLAIN = dict(lm_options=dict(geodesic=False, damping=1e-6))
+PLAIN = dict(method="lm", lm_options=dict(geodesic=False, damping=1e-6))
 
 
 def test_geodesic_acceleration_converges_where_plain_lm_crawls(score):
-    path, rep = gfm.solve(X0, X1, score=score, n_points=32)
+    path, rep = gfm.solve(X0, X1, score=score, n_points=32, method="lm")
     assert rep.status == "converged" and rep.iterations < 40, rep.reason
     assert bool(jnp.all(jnp.isfinite(path)))
     # Plain LM crawls towards a local minimum of the residual and is stopped as stalled.

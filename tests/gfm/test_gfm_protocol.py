@@ -141,10 +141,13 @@ def test_initial_paths_keep_endpoints_and_denoised_lies_on_the_support():
     x0 = np.array([[1.6, 0.0, 0.0], [0.0, 1.6, 0.0]])
     x1 = np.array([[-1.6, 0.0, 0.0], [0.0, -0.8, 0.0]])
     for kind in ("chord", "slerp", "denoised"):
-        p = initial_paths(kind, x0, x1, 9, model=TubePotential(torus))
+        ends = (x0, x1[::-1]) if kind == "slerp" else (x0, x1)  # both pairs are antipodal
+        p = initial_paths(kind, *ends, 9, model=TubePotential(torus))
         assert p.shape == (2, 9, 3)
-        np.testing.assert_allclose(p[:, 0], x0)
-        np.testing.assert_allclose(p[:, -1], x1)
+        np.testing.assert_allclose(p[:, 0], ends[0])
+        np.testing.assert_allclose(p[:, -1], ends[1])
+    with pytest.raises(ValueError, match="x0 and x1 of pair 0 are antipodal"):
+        initial_paths("slerp", x0, x1, 9)
     den = initial_paths("denoised", x0, x1, 9, model=TubePotential(torus))
     assert float(jnp.max(jax.vmap(jax.vmap(torus.distance))(den))) < 1e-2
     with pytest.raises(ValueError, match="sideways"):

@@ -185,5 +185,64 @@ def test_bad_score_on_the_initial_path_is_named_at_interior_and_endpoints():
     def score(x):
         return jnp.where(x[1] < -0.9, jnp.nan, 1.0) * circle_score(x)
 
-    with pytest.raises(ValueError, match="score is not finite at waypoint 4"):
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x1;"):
         gfm.solve(X0, np.array([0.0, -1.0]), score=score, **(KW | dict(n_points=5)))
+
+
+@pytest.mark.parametrize("method", ["lm", "action", "adam"])
+def test_a_score_that_is_not_finite_at_an_endpoint_is_named_as_that_endpoint(method):
+    def score(x):  # NaN only at (0, -1): an endpoint, never an interior waypoint
+        return jnp.where(x[1] < -0.99, jnp.nan, 1.0) * circle_score(x)
+
+    kw = dict(score=score, n_points=5, method=method, max_iters=3)
+    end = np.array([0.0, -1.0])
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x0;"):
+        gfm.solve(end, X0, **kw)
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x1;"):
+        gfm.solve(X0, end, **kw)
+    x0 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    x1 = np.stack([x0[1], x0[2], end])
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x1 of pair 2;"):
+        gfm.solve(x0, x1, **kw)
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x0 of pair 2;"):
+        gfm.solve(x1, x0, **kw)
+
+
+def test_a_score_that_is_not_finite_at_an_endpoint_is_named_by_the_matrix_free_backend():
+    def score(x):
+        return jnp.where(x[0] < -0.5, jnp.nan, 1.0) * -x
+
+    x0, x1 = np.ones(4), -np.ones(4)
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x1;"):
+        gfm.solve(x0, x1, score=score, n_points=5, backend="matrix_free", max_iters=2)
+    with pytest.raises(ValueError, match="score is not finite at the endpoint x0 of pair 1;"):
+        gfm.solve(np.stack([x0, x1]), np.stack([x0, x0]), score=score, n_points=5,
+                  backend="matrix_free", max_iters=2)  # fmt: skip
+
+
+def test_default_method_is_the_most_robust_one_for_the_problem():
+    from geomopt.gfm._gfm import MATRIX_FREE_MIN_D, resolve_method
+
+    assert resolve_method("auto", "euclidean", 3) == "action"
+    assert resolve_method("auto", "metric", 3) == "action"
+    assert resolve_method("auto", "metric", MATRIX_FREE_MIN_D) == "action"  # no matrix-free G
+    assert resolve_method("auto", "hypersphere", 3) == "lm"
+    assert resolve_method("auto", "euclidean", MATRIX_FREE_MIN_D) == "matrix_free"
+    assert resolve_method("auto", "hypersphere", MATRIX_FREE_MIN_D) == "matrix_free"
+    assert resolve_method("auto", "euclidean", MATRIX_FREE_MIN_D, "banded") == "action"
+    assert resolve_method("lm", "euclidean", 3) == "lm"
+
+    x0, x1 = np.array([1.0, 0.2]), np.array([-0.3, 1.0])
+    kw = dict(score=circle_score, n_points=8)
+    _, rep = gfm.solve(x0, x1, **kw)
+    assert rep.method == "action" and rep.converged
+    metric = gfm.Conformal(lambda x: 1.0 + 0.1 * x @ x)
+    _, rep = gfm.solve(x0, x1, metric=metric, **kw)
+    assert rep.method == "action" and rep.converged
+    _, rep = gfm.solve(x0, x1, residual="hypersphere", **kw)
+    assert rep.method == "lm"
+    d = MATRIX_FREE_MIN_D
+    _, rep = gfm.solve(np.ones(d), -np.ones(d) + 0.1, n_points=5, residual="hypersphere")
+    assert rep.method == "matrix_free" and rep.converged
+    with pytest.raises(ValueError, match="method 'newton'"):
+        gfm.solve(x0, x1, method="newton")

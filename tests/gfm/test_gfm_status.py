@@ -8,7 +8,7 @@ import optax
 import pytest
 
 from geomopt import gfm
-from geomopt.gfm._solve import STATUS_OF_CODE, Status
+from geomopt.gfm._status import STATUS_OF_CODE, Status
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +35,9 @@ def test_every_code_has_a_status_and_only_converged_codes_count():
 
 
 def test_converged_and_max_iters_statuses():
-    _, rep = gfm.solve(X0, X1, score=lambda x: jnp.array([0.0, 8.0], x.dtype), n_points=9)
+    _, rep = gfm.solve(
+        X0, X1, score=lambda x: jnp.array([0.0, 8.0], x.dtype), n_points=9, method="lm"
+    )
     assert rep.status == "converged" and rep.converged
     _, rep = gfm.solve(X0, X1, score=lift, n_points=9, method="adam", max_iters=3)
     assert rep.status == Status.MAX_ITERS and not rep.converged
@@ -65,9 +67,9 @@ def test_batch_reports_per_pair_statuses():
     y0 = np.stack([X0, X0])
     y1 = np.stack([X1, X1 + np.array([0.0, 0.1])])
     force = lambda x: jnp.array([0.0, 1.0], x.dtype)  # noqa: E731  parabola max 1/8 < 0.3
-    _, rep = gfm.solve(y0, y1, score=force, n_points=9)
+    _, rep = gfm.solve(y0, y1, score=force, n_points=9, method="lm")
     assert list(rep.status) == ["converged", "converged"]
-    _, rep2 = gfm.solve(y0, y1, score=lift, n_points=9)
+    _, rep2 = gfm.solve(y0, y1, score=lift, n_points=9, method="lm")
     assert list(rep2.status) == ["diverged", "diverged"] and rep2[1].bad_waypoint == 1
 
 

@@ -1,5 +1,5 @@
-"""Matrix-free solvers (``geomopt.gfm._matrix_free``): PCG, GMRES, SLERP, agreement of Newton-GMRES,
-LM-PCG and LM-lineax.CG with the banded LM, the LM taking over from a failed Newton line search,
+"""Matrix-free solvers (``geomopt.gfm._matrix_free``): PCG, GMRES, SLERP, agreement of Newton-GMRES
+and LM-PCG with the banded LM, the LM taking over from a failed Newton line search,
 convergence at latent scale, O(K d) memory (no d x d array in the jaxpr), no recompilation, and
 bad input."""
 
@@ -11,16 +11,15 @@ import pytest
 
 from geomopt import gfm
 from geomopt.diffusion import GaussianMixture
+from geomopt.gfm._init import slerp
+from geomopt.gfm._krylov import gmres, pcg
 from geomopt.gfm._matrix_free import (
-    _newton_phase,
+    NewtonGMRES,
     gfm_residual,
-    gmres,
     minimise_path_matrix_free,
-    pcg,
-    second_difference,
-    slerp,
     solve_matrix_free,
 )
+from geomopt.gfm._solver import iterate
 
 TRACES = []
 
@@ -115,8 +114,9 @@ def test_agrees_with_banded_lm_and_batches(x64):
         x0, x1, score=score, residual="euclidean", tol=1e-9, max_iters=100, cg_max_iters=200
     )
     ref, rep_ref = gfm.solve(
-        x0, x1, score=score, n_points=10, residual="euclidean", init=init, tol=1e-9
-    )
+        x0, x1, score=score, n_points=10, residual="euclidean", init=init, tol=1e-9,
+        method="lm",
+    )  # fmt: skip
     assert rep.converged and rep_ref.converged and rep.code == 0
     assert rep.method == "matrix_free" and rep.cg_iterations >= rep.iterations
     np.testing.assert_allclose(np.asarray(path), np.asarray(ref), atol=1e-7)
@@ -131,7 +131,7 @@ def test_agrees_with_banded_lm_and_batches(x64):
 
 
 def test_methods_reach_the_same_path(x64):
-    """Newton-GMRES, LM with our PCG and LM with lineax.CG solve the same system (Euclidean
+    """Newton-GMRES and LM with our PCG solve the same system (Euclidean
     residual; the hypersphere residual's solutions are not unique: it leaves each waypoint's
     radius free, K-2 fewer equations than unknowns)."""
     rng = np.random.default_rng(3)
@@ -139,11 +139,10 @@ def test_methods_reach_the_same_path(x64):
     score = lambda x: -4.0 * x + jnp.sin(3.0 * x)  # noqa: E731  (nonlinear, cheap to compile)
     kw = dict(score=score, residual="euclidean", tol=1e-10, max_iters=100, cg_max_iters=200)
     paths = {}
-    for method in ("newton", "lm", "lm_lineax"):
+    for method in ("newton", "lm"):
         paths[method], rep = solve_matrix_free(x0, x1, method=method, **kw)
         assert rep.code == 0 and rep.residual <= 1e-10, (method, rep.reason)
     np.testing.assert_allclose(np.asarray(paths["lm"]), np.asarray(paths["newton"]), atol=1e-8)
-    np.testing.assert_allclose(np.asarray(paths["lm_lineax"]), np.asarray(paths["lm"]), atol=1e-8)
 
 
 def test_lm_takes_over_when_the_newton_line_search_fails(x64):
@@ -154,14 +153,10 @@ def test_lm_takes_over_when_the_newton_line_search_fails(x64):
         return jnp.arctan(path[1:-1])
 
     path0 = jnp.array([[0.0], [20.0], [0.0]])
-    cmat = second_difference(1, 0.5, path0.dtype)
-    f = lambda inner: residual(jnp.concatenate([path0[:1], inner, path0[2:]]))  # noqa: E731
-    inner, _, it, _, code = _newton_phase(
-        f, path0[1:2], f(path0[1:2]), tol=1e-10, max_iters=50, gmres_max_iters=5, cmat=cmat,
-        precond="fd_trace", proj_of=lambda x: lambda u: u, key=jax.random.key(0),
-    )  # fmt: skip
+    newton = NewtonGMRES(residual, tol=1e-10, max_iters=50, gmres_max_iters=5)
+    path, _, it, code, _, _ = iterate(newton, path0)
     assert int(code) == 4 and int(it) == 1
-    np.testing.assert_allclose(np.asarray(inner), [[20.0]])  # the failed step is not taken
+    np.testing.assert_allclose(np.asarray(path), path0)  # the failed step is not taken
     kw = dict(tol=1e-10, max_iters=100, cg_max_iters=5)
     path, res, it, code, _ = minimise_path_matrix_free(path0, residual, **kw)
     assert int(code) == 0 and float(res) <= 1e-10 and int(it) > 1
@@ -236,7 +231,7 @@ def test_memory_is_linear_in_d():
 
     # The walker does see d x d blocks where they exist: the banded LM forms them.
     def banded(x0, x1):
-        from geomopt.gfm._solve import minimise_path
+        from geomopt.gfm._minimise import minimise_path
 
         loc = lambda a, b, c: res(jnp.stack([a, b, c]))[0]  # noqa: E731
         return minimise_path(
@@ -292,7 +287,7 @@ def test_gfm_solve_dispatches_by_backend_and_d(x64):
     assert rep.method == "matrix_free" and rep.converged
     np.testing.assert_allclose(np.asarray(path), np.asarray(ref), atol=1e-10)
     _, rep_auto = gfm.solve(x0, x1, score=score, n_points=10, tol=1e-9)
-    assert rep_auto.method == "lm"  # small d: the banded solver
+    assert rep_auto.method == "action"  # small d: the banded default
     with pytest.raises(ValueError, match="backend='matrix_free' with residual 'metric'"):
         gfm.solve(x0, x1, metric=gfm.Conformal(lambda x: 1.0 + x @ x), backend="matrix_free")
     with pytest.raises(ValueError, match="backend 'sparse'"):

@@ -3,9 +3,11 @@ being optimal under a freely chosen prior metric.
 
 Public API:
 
-- :func:`solve` — collocation solve (Levenberg-Marquardt / Gauss-Newton with banded linear
-  algebra, or the official Adam) for one endpoint pair or a batch; returns ``(path, report)``
-  with a :class:`Status` per pair (converged / stalled / max_iters / diverged / invalid_start).
+- :func:`solve` — collocation solve for one endpoint pair or a batch (by default the most
+  robust method: action descent handing over to Levenberg-Marquardt with banded linear algebra,
+  LM for the hypersphere residual, matrix-free Newton-GMRES from d = 256; or the official Adam);
+  returns ``(path, report)`` with a :class:`Status` per pair (converged / stalled / max_iters /
+  diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself.
 - initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
   :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
 - validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`.
@@ -31,6 +33,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "solve_block_pentadiagonal",
             "solve_block_tridiagonal",
         ],
+        "_checks": ["default_tol"],
+        "_continuation": ["solve_continuation"],
         "_evaluate": [
             "LogDensityAt",
             "ScoreAt",
@@ -40,24 +44,17 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "path_validity",
             "prior_length",
         ],
-        "_gfm": [
-            "default_tol",
-            "solve",
-            "straight_line",
-        ],
+        "_gfm": ["solve"],
         "_init": [
             "PERIODIC_COORDS",
             "chord",
             "coordinate_linear",
             "project_with_denoiser",
             "sequential_init",
-            "solve_continuation",
-        ],
-        "_matrix_free": [
-            "MatrixFreeReport",
             "slerp",
-            "solve_matrix_free",
+            "straight_line",
         ],
+        "_matrix_free": ["solve_matrix_free"],
         "_metrics": [
             "Conformal",
             "Diagonal",
@@ -69,18 +66,19 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "sphere_to_cartesian",
             "torus_frame",
         ],
+        "_minimise": ["minimise_path"],
         "_residuals": [
             "christoffel_term",
             "local_residual",
             "path_residuals",
             "residual_norm",
         ],
-        "_solve": [
+        "_status": [
             "REASONS",
             "STATUS_OF_CODE",
+            "MatrixFreeReport",
             "SolveReport",
             "Status",
-            "minimise_path",
         ],
     },
 )

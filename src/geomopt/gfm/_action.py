@@ -33,20 +33,23 @@ evaluation was a third of an iteration's cost), and the kinetic change is comput
 denoiser the antisymmetric part of its tangential Jacobian is 2 % of the symmetric part at sigma
 0.5 and 20-30 % at sigma <= 0.1), so the "action" is then path-dependent and ``sym(J)`` is not the
 residual's Jacobian, which slows the final convergence to linear. The descent therefore hands
-over to Levenberg-Marquardt (:func:`geomopt.gfm._solve.minimise_path`) once the residual has
+over to Levenberg-Marquardt (:mod:`._lm`) once the residual has
 fallen by ``handover`` (default 1e-4) relative to the start, or when the descent stalls or uses
 half the iteration budget; LM then converges to the solution next to the descent's path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
 from ._banded import small_cholesky, small_tri_solve
-from ._solve import RUNNING, _rms
+from ._solver import AbstractPathSolver, rms_of
+from ._status import RUNNING
 
-__all__ = ["descend_action", "score_work"]
+__all__ = ["ActionDescent", "score_work"]
 
 
 def _block_cholesky_solve(diag, off, rhs):
@@ -91,20 +94,12 @@ def score_work(delta, s0, j0, s1, j1):
     return 0.5 * jnp.sum((s0 + s1) * delta) - (curv(j1) - curv(j0)) / 12.0
 
 
-def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4, damping=1e-3):
-    """Trust-region Newton descent of the discrete action from ``path0`` (K, d) (see the module
-    doc); traceable. ``metric=None`` is the Euclidean prior; otherwise the kinetic term is the
-    midpoint rule ``1/2 dx^T G((x_j + x_{j+1}) / 2) dx / dt^2`` with its gradient and Hessian
-    blocks by autodiff. Stops when the RMS of the action's gradient is ``<= tol`` (code 0),
-    ``<= handover`` times its initial value (code 1: hand over), when no step lowers the action
-    (code 4) or the steps become negligible (code 3), or after ``max_iters`` iterations (code
-    1). Returns ``(path, rms, iterations, code)``; the path is always finite."""
-    k, d = path0.shape
-    dtype = path0.dtype
+def _parts(score, lam, metric, k, d, dtype):
+    """The descent's pieces for paths of ``k`` waypoints in ``d`` dimensions: the linearisation
+    at a path, the action change of a step and the shifted Hessian solve."""
     dt = 1.0 / (k - 1)
     inv_dt2 = jnp.asarray(1.0 / dt**2, dtype)
     eye = jnp.eye(d, dtype=dtype)
-    xtol = 100.0 * jnp.finfo(dtype).eps
     # the score and its Jacobian at every interior waypoint from one forward-mode pass
     lin = jax.vmap(jax.jacfwd(lambda x: (lambda y: (y, y))(score(x)), has_aux=True))
 
@@ -166,18 +161,44 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
         _, x, ok = jax.lax.while_loop(cond, body, start)
         return x, ok
 
-    s0, r0, hd0, off0 = linearise(path0)
-    rms0 = _rms(r0)
-    mu0 = damping * jnp.max(jnp.abs(jnp.diagonal(hd0, axis1=1, axis2=2)))
-    start_code = jnp.where(rms0 <= tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
-    two, zero = jnp.asarray(2.0, dtype), jnp.asarray(0)
-    state0 = (path0, s0, r0, (hd0, off0), mu0, two, zero, start_code)
+    return linearise, action_change, shifted_solve
 
-    def cond(s):
-        return s[-1] == RUNNING
 
-    def body(state):
-        path, sc, r, (hd, off), mu, nu, it, _ = state
+class ActionDescent(AbstractPathSolver):
+    """Trust-region Newton descent of the discrete action (module doc); traceable.
+    ``metric=None`` is the Euclidean prior; otherwise the kinetic term is the midpoint rule
+    ``1/2 dx^T G((x_j + x_{j+1}) / 2) dx / dt^2`` with its gradient and Hessian blocks by
+    autodiff. Stops when the RMS of the action's gradient is ``<= tol`` (code 0), ``<= handover``
+    times its initial value (code 1: hand over), when no step lowers the action (code 4) or the
+    steps become negligible (code 3), or after ``max_iters`` iterations (code 1). The path is
+    always finite."""
+
+    score: Callable
+    lam: jax.Array
+    tol: jax.Array
+    max_iters: jax.Array
+    metric: Callable | None = None
+    handover: float = 1e-4
+    damping: float = 1e-3
+
+    def _parts(self, k, d, dtype):
+        return _parts(self.score, self.lam, self.metric, k, d, dtype)
+
+    def init(self, path0):
+        k, d = path0.shape
+        linearise, _, _ = self._parts(k, d, path0.dtype)
+        s0, r0, hd0, off0 = linearise(path0)
+        rms0 = rms_of(r0)
+        mu0 = self.damping * jnp.max(jnp.abs(jnp.diagonal(hd0, axis1=1, axis2=2)))
+        start_code = jnp.where(rms0 <= self.tol, 0, jnp.where(jnp.isfinite(rms0), RUNNING, 2))
+        two, zero = jnp.asarray(2.0, path0.dtype), jnp.asarray(0)
+        return (path0, s0, r0, (hd0, off0), mu0, two, zero, rms0, start_code)
+
+    def step(self, state):
+        path, sc, r, (hd, off), mu, nu, it, rms0, _ = state
+        k, d = path.shape
+        linearise, action_change, shifted_solve = self._parts(k, d, path.dtype)
+        tol, handover, xtol = self.tol, self.handover, 100.0 * jnp.finfo(path.dtype).eps
         delta, ok_solve = shifted_solve(hd, off, r, mu)
         delta = jnp.where(ok_solve, delta, 0.0)
         # quadratic model of the action change: -r.delta + 1/2 delta^T H delta
@@ -197,14 +218,19 @@ def descend_action(path0, score, lam, tol, max_iters, metric=None, handover=1e-4
         mu_n = jnp.where(ok, mu * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), mu * nu)
         nu_n = jnp.where(ok, 2.0, 2.0 * nu)
         it_n = it + 1
-        rms = _rms(r_n)
+        rms = rms_of(r_n)
         small = ok & (jnp.max(jnp.abs(delta)) <= xtol * (jnp.max(jnp.abs(path)) + xtol))
         code = jnp.where(rms <= tol, 0, RUNNING)
         code = jnp.where((code == RUNNING) & (rms <= handover * rms0), 1, code)
         code = jnp.where((code == RUNNING) & small, 3, code)
         code = jnp.where((code == RUNNING) & (mu_n > 1e30), 4, code)
-        code = jnp.where((code == RUNNING) & (it_n >= max_iters), 1, code)
-        return (path_n, sc_n, r_n, h_n, mu_n, nu_n, it_n, code)
+        code = jnp.where((code == RUNNING) & (it_n >= self.max_iters), 1, code)
+        return (path_n, sc_n, r_n, h_n, mu_n, nu_n, it_n, rms0, code)
 
-    path, _, r, _, _, _, it, code = jax.lax.while_loop(cond, body, state0)
-    return path, _rms(r), it, code
+    def terminate(self, state):
+        return state[-1] != RUNNING
+
+    def postprocess(self, state):
+        path, _, r, _, _, _, it, _, code = state
+        minus1 = jnp.asarray(-1)
+        return path, rms_of(r), it, code, (minus1, minus1)

@@ -4,9 +4,12 @@ Collocation solves converge to the Euler-Lagrange solution in whose basin they s
 discretised force balance has several (e.g. on a torus, paths on the surface and paths through
 the tube's interior, where a learned score is unreliable). The initial path decides which:
 
-- :func:`chord`: the straight line (``gfm.solve``'s default); cuts through holes.
-- :func:`geomopt.gfm.slerp` (in :mod:`._matrix_free`): spherical linear interpolation of the
-  endpoint vectors, the official code's initialisation of latent-space paths.
+- :func:`chord` / :func:`straight_line` (traceable, unchecked): the straight line
+  (``gfm.solve``'s default); cuts through holes.
+- :func:`slerp`: spherical linear interpolation of the endpoint vectors, the official code's
+  initialisation of latent-space paths; refused (:func:`check_great_circle`) between antipodal
+  or zero endpoints, where no unique great circle exists and the formula falls through the
+  origin.
 - :func:`coordinate_linear`: linear in a manifold's intrinsic coordinates, mapped back onto
   the surface (the official torus runs' "angle-linear" initialisation); periodic coordinates
   take the shorter way round (a difference of exactly pi goes the positive way).
@@ -20,8 +23,8 @@ the tube's interior, where a learned score is unreliable). The initial path deci
   ``i = 1`` the deviation of ``z - x_0`` from the uniform step ``(x_end - x_0) / (K - 1)``),
   for ``iters`` steps (officially a tenth of the solve's iterations); the gradient flows through
   the score, as there.
-- :func:`solve_continuation`: solve at a large ``sigma`` (a smoother, better-conditioned
-  potential) and warm-start each smaller one from the previous solution.
+
+Nothing here runs a solver (continuation, which does: :mod:`._continuation`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ __all__ = [
     "coordinate_linear",
     "project_with_denoiser",
     "sequential_init",
-    "solve_continuation",
+    "slerp",
+    "straight_line",
+    "check_great_circle",
     "PERIODIC_COORDS",
 ]
 
@@ -69,12 +74,75 @@ def _t(n_points, x0):
     return t.reshape((1,) * (x0.ndim - 1) + (n_points, 1))
 
 
+def straight_line(x0, x1, n_points: int):
+    """``n_points`` equally spaced waypoints from ``x0`` to ``x1`` (batched over leading axes);
+    traceable, no checks."""
+    t = _t(n_points, x0)
+    return x0[..., None, :] * (1.0 - t) + x1[..., None, :] * t
+
+
 def chord(x0, x1, n_points: int):
     """The straight line: ``n_points`` equally spaced waypoints (batched over a leading axis)."""
     _check_n(n_points)
     x0, x1 = _ends(x0, x1)
+    return straight_line(x0, x1, n_points)
+
+
+ANTIPODAL_COS = -1.0 + 1e-6
+"""Endpoints whose cosine is below this are antipodal for :func:`slerp`."""
+
+
+def check_great_circle(x0, x1, what: str = "slerp"):
+    """Raise ``ValueError`` unless every endpoint pair (``(..., d)``) spans one great circle:
+    both endpoints away from the origin and the cosine of their angle ``>= -1 + 1e-6``. Between
+    antipodal points every half great circle is one, and the interpolation formula divides by
+    ``sin w ~ 0`` (clipped, it returns a path through the origin)."""
+    a0, a1 = (np.asarray(x, np.float64) for x in (x0, x1))
+    batched = a0.ndim > 1
+    b0, b1 = a0.reshape(-1, a0.shape[-1]), a1.reshape(-1, a1.shape[-1])
+    n0, n1 = np.linalg.norm(b0, axis=-1), np.linalg.norm(b1, axis=-1)
+    of = lambda i: f" of pair {i}" if batched else ""  # noqa: E731
+    for name, n in (("x0", n0), ("x1", n1)):
+        if not (n > 0).all():
+            i = int(np.argmin(n > 0))
+            raise ValueError(
+                f"{what}: endpoint {name}{of(i)} has norm {n[i]}; the great circle through it "
+                "is undefined (pass another init, e.g. the chord)"
+            )
+    cos = np.sum(b0 * b1, axis=-1) / (n0 * n1)
+    if (cos < ANTIPODAL_COS).any():
+        i = int(np.argmax(cos < ANTIPODAL_COS))
+        raise ValueError(
+            f"{what}: x0 and x1{of(i)} are antipodal (cosine {cos[i]:.9g} < -1 + 1e-6): no "
+            "unique great circle joins them (pass another init, e.g. the chord)"
+        )
+
+
+def slerp(x0, x1, n_points: int):
+    """Spherical linear interpolation, the official GFM initialisation (``ELInterpolator``).
+
+    ``x(t) = sin((1-t) w)/sin(w) x0 + sin(t w)/sin(w) x1`` with ``cos w = <x0, x1>/(|x0||x1|)``
+    clipped to ``[-1 + 1e-7, 1 - 1e-7]``; linear interpolation where ``|sin w| < 1e-6``. The
+    endpoints keep their norms (norms are not interpolated). ``x0``, ``x1``: ``(..., d)``;
+    returns ``(..., n_points, d)`` with the exact endpoints. Raises ``ValueError`` for antipodal
+    or zero endpoints (:func:`check_great_circle`); under ``jit`` the values are unknown and
+    the caller checks them.
+    """
+    x0, x1 = jnp.asarray(x0), jnp.asarray(x1)
+    if not isinstance(x0, jax.core.Tracer) and not isinstance(x1, jax.core.Tracer):
+        check_great_circle(x0, x1)
+    n0 = jnp.linalg.norm(x0, axis=-1, keepdims=True)
+    n1 = jnp.linalg.norm(x1, axis=-1, keepdims=True)
+    cos = jnp.sum(x0 * x1, axis=-1, keepdims=True) / jnp.maximum(n0 * n1, 1e-30)
+    omega = jnp.arccos(jnp.clip(cos, -1 + 1e-7, 1 - 1e-7))[..., None, :]
+    sin = jnp.sin(omega)
     t = _t(n_points, x0)
-    return x0[..., None, :] * (1.0 - t) + x1[..., None, :] * t
+    small = jnp.abs(sin) < 1e-6
+    safe = jnp.where(small, 1.0, sin)
+    w0 = jnp.where(small, 1.0 - t, jnp.sin((1.0 - t) * omega) / safe)
+    w1 = jnp.where(small, t, jnp.sin(t * omega) / safe)
+    path = w0 * x0[..., None, :] + w1 * x1[..., None, :]
+    return path.at[..., 0, :].set(x0).at[..., -1, :].set(x1)
 
 
 def coordinate_linear(manifold, x0, x1, n_points: int, periodic: Sequence[bool] | None = None):
@@ -206,31 +274,3 @@ def _sequential(x0, x1, hyper, score, n_points, iters):
         return jnp.concatenate([a[None], inner_pts, b[None]], axis=0)
 
     return jax.vmap(one)(x0, x1)
-
-
-def solve_continuation(x0, x1, *, model, sigmas: Sequence[float], init=None, **solve_kw):
-    """Continuation in the noise level: ``gfm.solve`` with the score of ``model`` at each
-    ``sigma`` in turn (largest first), each solve starting from the previous solution.
-
-    A larger ``sigma`` smooths the potential (the force is weaker and varies more slowly), so
-    its solution is easier to reach and lies near the smaller ``sigma``'s on-support solution.
-    ``model`` has ``score(x, sigma)`` (an ``EDMDenoiser`` or analytic potential); the score is
-    bound with :class:`geomopt.gfm.ScoreAt` (``sigma`` traced: no recompilation between
-    levels). ``init`` and ``solve_kw`` are passed to the first / every solve. Returns
-    ``(path, reports)`` with one :class:`~geomopt.gfm.SolveReport` per level; the last is the
-    solve at ``sigmas[-1]``.
-    """
-    from ._evaluate import ScoreAt
-    from ._gfm import solve
-
-    sig = [float(s) for s in sigmas]
-    if not sig or any(not s > 0 for s in sig):
-        raise ValueError(f"sigmas={sigmas}: expected a non-empty sequence of positive numbers")
-    if any(b > a for a, b in zip(sig, sig[1:], strict=False)):
-        raise ValueError(f"sigmas={sigmas}: expected a non-increasing sequence (large to small)")
-    reports = []
-    path = init
-    for s in sig:
-        path, rep = solve(x0, x1, score=ScoreAt(model, s), init=path, **solve_kw)
-        reports.append(rep)
-    return path, reports

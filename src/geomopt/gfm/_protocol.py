@@ -28,7 +28,8 @@ import numpy as np
 
 from . import baselines as bl
 from ._evaluate import ScoreAt, path_metrics
-from ._gfm import solve, straight_line
+from ._gfm import solve
+from ._init import straight_line
 
 __all__ = [
     "METHODS",
@@ -228,7 +229,7 @@ def failure_reasons(paths, status, codes, ev: dict, manifold, tol: float) -> lis
     manifold (converged or not), where it went: ``"off: inside by 0.31"`` / ``"off: outside
     by 0.12"`` (the deepest waypoint's signed distance) and ``", through the hole"`` when a
     waypoint crosses a torus's central hole (cylindrical radius below ``R - r``)."""
-    from ._solve import REASONS
+    from ._status import REASONS
 
     out = []
     paths = np.asarray(paths)

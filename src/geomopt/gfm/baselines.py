@@ -40,8 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from ._gfm import _positive, check_endpoints, straight_line
-from ._solve import METHODS, SolveReport, minimise_path
+from ._checks import check_endpoints, positive
+from ._init import check_great_circle, straight_line
+from ._minimise import METHODS, minimise_path
+from ._status import SolveReport
 
 __all__ = [
     "linear",
@@ -78,12 +80,14 @@ def spherical(x0, x1, n_points: int):
     """Spherical linear interpolation (slerp) about the origin: the angle is interpolated
     linearly and the norm linearly between ``|x0|`` and ``|x1|`` (the latent-space baseline;
     the official score-Jacobian initialisation). Endpoints ``(d,)`` or a batch ``(B, d)``;
-    (anti)parallel directions fall back to the normalised chord."""
+    parallel directions fall back to the normalised chord; antipodal or zero endpoints (no
+    unique great circle) raise ``ValueError`` (:func:`geomopt.gfm._init.check_great_circle`).
+    Unlike :func:`geomopt.gfm.slerp` (the official latent initialisation, whose norm follows
+    the sine weights) the norm is interpolated linearly."""
     x0, x1 = check_endpoints(x0, x1, n_points)
+    check_great_circle(x0, x1, "spherical")
     n0 = jnp.linalg.norm(x0, axis=-1, keepdims=True)
     n1 = jnp.linalg.norm(x1, axis=-1, keepdims=True)
-    if bool(jnp.any(n0 == 0.0)) or bool(jnp.any(n1 == 0.0)):
-        raise ValueError("spherical interpolation needs endpoints away from the origin")
     t = jnp.linspace(0.0, 1.0, n_points, dtype=x0.dtype)
     t = t.reshape((1,) * (x0.ndim - 1) + (n_points, 1))
     u0, u1 = (x0 / n0)[..., None, :], (x1 / n1)[..., None, :]
@@ -290,7 +294,7 @@ def minimise_energy(
 
     Starts from ``init`` (default: the straight line) and stops when the largest gradient
     entry falls below ``gtol`` (default ``1e-7`` in float64, ``1e-3`` in float32), the steps
-    stall, or after ``max_iters`` (default 200 for lm/gauss_newton, 1501 for adam). Returns
+    stall, or after ``max_iters`` (default 200 for lm, 1501 for adam). Returns
     ``(path, report)`` like :func:`geomopt.gfm.solve`; ``report.residual`` is
     ``sqrt(mean_i |e_i|^2)`` and "stalled" (code 3) counts as converged for an energy.
     """
@@ -306,7 +310,7 @@ def minimise_energy(
         raise ValueError(f"init has shape {path0.shape[int(not batched) :]}, expected a path")
     if gtol is None:
         gtol = 1e-7 if x0.dtype == jnp.float64 else 1e-3
-    gtol = _positive("gtol", gtol)
+    gtol = positive("gtol", gtol)
     if max_iters is None:
         max_iters = 1501 if method == "adam" else 200
     t0 = time.perf_counter()
@@ -314,8 +318,8 @@ def minimise_energy(
         path0,
         jnp.asarray(gtol),
         jnp.asarray(max_iters),
-        jnp.asarray(_positive("lr", lr)),
-        jnp.asarray(_positive("clip", clip, allow_inf=True)),
+        jnp.asarray(positive("lr", lr)),
+        jnp.asarray(positive("clip", clip, allow_inf=True)),
         energy,
         method,
     )
@@ -557,7 +561,7 @@ def adam_path(energy: Callable, init, *, lr: float, iters: int, cosine: float | 
         raise ValueError(f"init of shape {init.shape}: expected (batch, K >= 3, d)")
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters={iters!r}: expected an int >= 1")
-    _positive("lr", lr)
+    positive("lr", lr)
     t0 = time.perf_counter()
     paths, final, trace = _adam_core(energy, init, jnp.asarray(lr, init.dtype), iters, cosine)
     paths = jax.block_until_ready(paths)

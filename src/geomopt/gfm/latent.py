@@ -49,7 +49,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._matrix_free import MatrixFreeReport, gfm_residual, slerp, solve_matrix_free
+from ._init import slerp
+from ._matrix_free import gfm_residual, solve_matrix_free
+from ._status import MatrixFreeReport
 
 __all__ = [
     "METHODS",
