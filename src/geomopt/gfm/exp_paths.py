@@ -81,7 +81,7 @@ class PathsConfig:
 
 
 def validate(cfg: PathsConfig) -> None:
-    from geomopt.gfm.exp_sigma_sweep import INITS, check_common
+    from geomopt.gfm._exp_common import INITS, check_common
 
     check_names(cfg, "manifolds", MANIFOLDS)
     check_names(cfg, "methods", ("gfm", "gfm_adam", *ALL_METHODS[1:]))

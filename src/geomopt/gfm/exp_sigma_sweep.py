@@ -16,12 +16,12 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_nonnegative, check_one_of
+from geomopt.checks import check_names, check_one_of
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
-from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
+from geomopt.gfm._exp_common import INITS, check_common
+from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec
 
 METHODS = ("gfm", "jacobian", "stein", "inverse_density")
-INITS = ("denoised", "chord", "slerp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,19 +63,6 @@ class SigmaSweepConfig:
     """A path is on the manifold when its largest distance to it is at most this."""
     check_sigma: float = 0.05
     """Noise level of the denoiser displacement check."""
-
-
-def check_common(cfg) -> None:
-    """Checks shared by gfm/paths and gfm/sigma_sweep; ``ValueError`` names the field."""
-    check_positive(cfg, *(n for n in ("sigma", "on_manifold_tol", "check_sigma")
-                          if hasattr(cfg, n)))  # fmt: skip
-    check_nonnegative(cfg, "lam")
-    check_one_of(cfg, "gfm_solver", ("default", "action", "lm"))
-    check_one_of(cfg, "potential", ("trained", "analytic"))
-    check_ints(cfg, "n_pairs")
-    check_ints(cfg, "pair_seed", minimum=0)
-    check_ints(cfg, "n_points", minimum=4)
-    validate_spec(cfg.denoiser)
 
 
 def validate(cfg: SigmaSweepConfig) -> None:

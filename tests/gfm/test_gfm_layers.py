@@ -1,0 +1,100 @@
+"""The modules of ``geomopt.gfm`` import only modules below them: the import graph among them,
+read with ``ast`` from every ``import`` / ``from ... import`` (module level and inside
+functions: the package imports lazily), has no cycle."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import geomopt.gfm
+
+PACKAGE = "geomopt.gfm"
+ROOT = Path(geomopt.gfm.__file__).parent
+
+
+def _lazy_submodules(tree: ast.Module) -> set[str]:
+    """The submodules ``__init__`` attaches with ``lazy_loader`` (``submod_attrs`` keys)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "submod_attrs":
+            out |= {f"{PACKAGE}.{k}" for k in ast.literal_eval(node.value)}
+    return out
+
+
+def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+    """``module -> modules of the package it imports`` for every ``*.py`` under ``root``."""
+    modules = {
+        package if p.stem == "__init__" else f"{package}.{p.stem}": p for p in root.glob("*.py")
+    }
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        edges = _lazy_submodules(tree) if name == package else set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative to the package (all modules are at its top level)
+                    base = package + ("." + base if base else "")
+                # `from pkg import sub` imports the submodule `pkg.sub` when there is one
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` as a list of nodes (first repeated last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_import_graph_of_the_package_is_acyclic():
+    graph = import_graph()
+    assert len(graph) >= 20 and f"{PACKAGE}._gfm" in graph[f"{PACKAGE}._continuation"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_layers_point_down():
+    graph = import_graph()
+    solvers = {f"{PACKAGE}.{m}" for m in ("_lm", "_adam", "_action", "_gauss_newton")}
+    assert not graph[f"{PACKAGE}._init"] & (solvers | {f"{PACKAGE}._gfm"})
+    for m in solvers:  # the methods know nothing of each other
+        assert not graph[m] & solvers, m
+    below = {"_banded", "_krylov", "_metrics", "_residuals", "_solver", "_status"}
+    for m in below:
+        assert not graph[f"{PACKAGE}.{m}"] & solvers, m
+
+
+@pytest.mark.parametrize("where", ["module", "function"])
+def test_a_circle_is_found(tmp_path, where):
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "_a.py").write_text("from ._b import x\n")
+    body = "from ._a import y\n" if where == "module" else "def f():\n    from . import _a\n"
+    (tmp_path / "_b.py").write_text(body)
+    (tmp_path / "_c.py").write_text("from pkg._a import y\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg._c"] == {"pkg._a"}
+    assert find_cycle(graph) in (["pkg._a", "pkg._b", "pkg._a"], ["pkg._b", "pkg._a", "pkg._b"])
