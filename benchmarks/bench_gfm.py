@@ -33,6 +33,7 @@ import inspect
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -207,6 +208,13 @@ def cpu_model() -> str:
     return names[0] if names else platform.machine()
 
 
+def source() -> str:
+    """The commit, and whether the solver's sources differ from it."""
+    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    dirty = git("status", "--porcelain", "--", "src/geomopt/gfm")
+    return git("rev-parse", "--short", "HEAD") + (" + uncommitted src/geomopt/gfm" if dirty else "")
+
+
 def main(args: Args) -> None:
     if args.repeats < 1:
         raise SystemExit(f"--repeats {args.repeats}: expected >= 1")
@@ -221,7 +229,8 @@ def main(args: Args) -> None:
         repeats, rel = (1, 0.5) if args.dry_run else (args.repeats, 1e-3)
         score = gfm.ScoreAt(den, SIGMA)
         res.update(command=" ".join(["uv run benchmarks/bench_gfm.py", *sys.argv[1:]]),
-                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), jax=jax.__version__,
+                   source=source(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   jax=jax.__version__,
                    machine=f"{cpu_model()}, {os.cpu_count()} cores, JAX device "
                    f"{jax.devices()[0].device_kind}", dtype="float32", repeats=repeats,
                    default_method=inspect.signature(gfm.solve).parameters["method"].default,
@@ -271,9 +280,9 @@ def markdown(res: dict) -> str:
         method = next(iter(probs.values()))["ours_b"]["method"]
         out += [
             f"Command: `{res['command']}` (timed runs under `flock /tmp/geomopt-bench.lock nice -n "
-            f"5`); {res['date']}; {res['machine']}; JAX {res['jax']}; load average "
-            f"{res['load_before'][0]:.1f} before, {res['load_after'][0]:.1f} after (2 cores "
-            "shared with other work: timings are noisy).",
+            f"5`); {res['date']}; code {res['source']}; {res['machine']}; JAX {res['jax']}; "
+            f"load average {res['load_before'][0]:.1f} before, {res['load_after'][0]:.1f} after "
+            "(2 cores shared with other work: timings are noisy).",
             "",
             f"Ours: `gfm.solve` without `method`; its default is `{res['default_method']}`, the "
             f"report names `{method}`. Both solvers run in **{res['dtype']}**; ours converges in "
