@@ -249,22 +249,24 @@ EXPERIMENT = Experiment(
     },
     notes={
         "smoke": "2 sigmas, GFM + Stein, 2 pairs, tiny denoiser (seconds)",
-        "quick": "torus, 6 sigmas, 4 methods, 8 pairs, 50 waypoints (58 s CPU, cached denoiser)",
-        "paper": "official 128x4 denoiser, 32 pairs, full scale (634 s wall at load ~2 with the "
-        "action solver, cached denoiser; most of it in the 1/p baseline)",
+        "quick": "torus, 6 sigmas, 4 methods, 16 pairs x 3 denoisers, 50 waypoints (6.5 min wall "
+        "at load ~3 with the denoisers cached; about 35 s to train each)",
+        "paper": "3 official 128x4 denoisers, 32 pairs each, full scale (about 30 min on 2 cores, "
+        "most of it in the 1/p baseline; GFM alone: --methods gfm, about 5 min)",
     },
     run=run,
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
     key_numbers=(
-        "gfm/sigma=0.01/error",
+        "gfm/sigma=0.05/failure",
+        "gfm/sigma=0.02/failure",
         "gfm/sigma=0.01/failure",
-        "stein/sigma=0.01/error",
-        "gfm/sigma=0.1/error",
-        "stein/sigma=0.1/error",
+        "gfm/sigma=0.01/error",
+        "jacobian/sigma=0.01/error",
     ),
     # smoke: inside reproduce.py, after gfm/paths compiled the same solves (about 10 s alone);
-    # quick 74 s and paper 634 s wall at load ~2 with the denoiser cached (README.md)
-    seconds={"smoke": 0.3, "quick": 74.0, "paper": 634.0},
+    # quick 6.5 min wall at load ~3 with the denoisers cached (README.md); paper estimated from
+    # its GFM-only run (5.4 min) and the earlier single-denoiser full run (634 s)
+    seconds={"smoke": 0.3, "quick": 390.0, "paper": 1800.0},
 )
