@@ -325,7 +325,8 @@ EXPERIMENT = Experiment(
     },
     notes={
         "smoke": "torus, 2 pairs, 10 waypoints, tiny denoiser and fits (76 s wall at load 20)",
-        "quick": "torus + twin peaks, 8 pairs, 50 waypoints, quick denoiser (313 s CPU time)",
+        "quick": "torus + twin peaks, 8 pairs, 50 waypoints, quick denoisers (3 min wall, cached "
+        "denoisers)",
         "paper": "official 128x4 denoiser, 3 seeds x 8 pairs, RBF 2000 centres kappa 2, "
         "official GFM Adam too",
     },
@@ -343,7 +344,7 @@ EXPERIMENT = Experiment(
     paper={"torus/gfm": 0.029, "torus/jacobian": 0.054, "torus/stein": 0.326},
     paper_source="gfm.md, torus 'distance to manifold' figure means; the figure is one pair, 50 "
     "waypoints, settings unpublished, so only indicative",
-    # README.md: quick 199 s and paper 778 s wall at load ~2 with the denoisers cached (as
-    # reproduce.py runs it, after gfm/train_score)
-    seconds={"smoke": 13.5, "quick": 199.0, "paper": 778.0},
+    # README.md: quick 182 s (2026-12-04) and paper 738 s wall (both official denoisers trained in
+    # the run) at load ~3
+    seconds={"smoke": 13.5, "quick": 182.0, "paper": 738.0},
 )
