@@ -189,9 +189,10 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                 headline[f"{name}/{solver}/error"] = row["error_mean"]
                 headline[f"{name}/{solver}/residual"] = row["residual"]
                 headline[f"{name}/{solver}/success"] = float(row["success"])
-                for k in ("error", "residual"):
-                    if not math.isfinite(headline[f"{name}/{solver}/{k}"]):
-                        run.explain_nan(f"{name}/{solver}/{k}", "the solve diverged (non-finite)")
+                for what in ("error", "residual"):
+                    if not math.isfinite(headline[f"{name}/{solver}/{what}"]):
+                        run.explain_nan(f"{name}/{solver}/{what}",
+                                        "the solve diverged (non-finite)")  # fmt: skip
                 run.print(
                     f"run {name} ({alpha:g}, {beta:g}), {solver}: {status} after "
                     f"{row['iterations']} iterations, residual {row['residual']:.3g}, mean / max "
@@ -274,14 +275,15 @@ EXPERIMENT = Experiment(
     description="the official torus runs A/B/C: three priors, three routes? (trained score)",
     presets={
         "smoke": TorusMetricsConfig(
-            runs=OFFICIAL_RUNS[:1], solvers=("default",), denoiser=SMOKE_DENOISER, adam_iters=50
+            runs=OFFICIAL_RUNS[:1], solvers=("default", "adam"), denoiser=SMOKE_DENOISER,
+            adam_iters=50,
         ),
         "quick": TorusMetricsConfig(),
         "paper": TorusMetricsConfig(denoiser=DenoiserSpec()),
     },
     notes={
-        "smoke": "run A with the default solver only, tiny denoiser (one compile of the metric "
-        "solve)",
+        "smoke": "run A with the default solver and a 50-iteration official Adam, tiny denoiser "
+        "(two solvers: the loop over solvers runs)",
         "quick": "official runs A/B/C: the default solver, LM, LM with continuation and official "
         "Adam (274 s wall at load ~7, cached denoiser)",
         "paper": "official runs A/B/C with the official 128x4 denoiser: the default solver, LM, LM "
