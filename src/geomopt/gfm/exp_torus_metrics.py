@@ -285,9 +285,9 @@ EXPERIMENT = Experiment(
         "smoke": "run A with the default solver and a 50-iteration official Adam, tiny denoiser "
         "(two solvers: the loop over solvers runs)",
         "quick": "official runs A/B/C: the default solver, LM, LM with continuation and official "
-        "Adam (274 s wall at load ~7, cached denoiser)",
+        "Adam (1.7 min wall at load ~3, cached denoiser)",
         "paper": "official runs A/B/C with the official 128x4 denoiser: the default solver, LM, LM "
-        "with continuation and official Adam (335 s wall at load ~8, cached denoiser)",
+        "with continuation and official Adam (1.6 min wall at load ~3, cached denoiser)",
     },
     run=run,
     plot=plot,
@@ -300,6 +300,6 @@ EXPERIMENT = Experiment(
         "B/default/error",
         "C/default/success",
     ),
-    # quick 122 s and paper 123 s wall at load ~2, denoiser cached (README.md's reruns)
-    seconds={"smoke": 19.3, "quick": 122.0, "paper": 123.0},
+    # quick 102 s and paper 97 s wall at load ~3, denoiser cached (README.md, 2026-12-04)
+    seconds={"smoke": 25.0, "quick": 102.0, "paper": 97.0},
 )

@@ -169,8 +169,8 @@ EXPERIMENT = Experiment(
         "smoke": "circle + torus, a tiny net for 100 steps (seconds)",
         "quick": "six manifolds, the official 128x4 net, 10,000 steps of batch 1024, cosine "
         "rate (CPU, about 35 s per manifold)",
-        "paper": "six manifolds, the official 128x4 net, 10,000 steps of batch 2048 (CPU: 2534 s "
-        "wall at load ~6 with torus and twin peaks cached; 556-717 s per trained manifold)",
+        "paper": "six manifolds, the official 128x4 net, 10,000 steps of batch 2048 (about 70 s "
+        "per manifold on an idle 2-core machine, 556-717 s at load ~6)",
     },
     run=run,
     plot=plot,
@@ -182,7 +182,7 @@ EXPERIMENT = Experiment(
         "circle/sample_mean_distance",
         "twin_peaks/sample_mean_distance",
     ),
-    # quick: README_score.md (206 s wall at load ~10); paper: its 2534 s with torus and twin
-    # peaks cached plus their training (534 + 581 s) in the gfm/paths paper run
-    seconds={"smoke": 9.6, "quick": 206.0, "paper": 3649.0},
+    # quick: about 35 s per manifold on an idle 2-core machine (README_score.md); paper: the
+    # official recipe's 70 s of training per manifold (README_score.md), plus sampling
+    seconds={"smoke": 9.6, "quick": 215.0, "paper": 480.0},
 )
