@@ -1,7 +1,7 @@
 """What the GFM experiments share: endpoint pairs on the manifold, initial paths, one solve per
 method under the official protocol, and honest per-pair outcomes.
 
-Methods (the names the headlines use): ``gfm`` (our banded Levenberg-Marquardt on the GFM
+Methods (the names the headlines use): ``gfm`` (``gfm.solve``'s default solver on the GFM
 residual), ``gfm_adam`` (the official Adam on the same residual), ``jacobian`` (score-Jacobian
 energy), ``stein``, ``inverse_density`` (conformal 1/p), ``rbf``, ``land`` and ``linear``; the
 baselines run with the official settings of :data:`geomopt.gfm.baselines.OFFICIAL`.

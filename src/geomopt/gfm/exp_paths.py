@@ -4,16 +4,16 @@ official protocol and a trained EDM denoiser's score.
     uv run experiments/gfm/paths.py [smoke|quick|paper] [--field value ...]
 
 Protocol (see ``geomopt.gfm._protocol`` and ``geomopt.gfm.baselines.OFFICIAL``): endpoints drawn
-from the clean manifold; the score is a trained denoiser's at ``sigma`` (``potential="analytic"``
-swaps in the tube potential, an ablation only); GFM is solved by banded Levenberg-Marquardt from
-each initialisation in ``gfm_inits`` (the first is the headline's ``gfm``); the baselines run the
-official Adam settings from their official initial paths (RBF / LAND / 1/p linear, Jacobian /
-Stein SLERP); RBF and LAND are fitted as the official code fits them. Not pinned by the official
-code (the torus GFM / Jacobian / Stein figure shows one pair with 50 waypoints): our choice is the
-same waypoint count for every method (50 in quick and paper), ``n_pairs`` pairs for each of the
-``n_seeds`` seeds ``pair_seed, pair_seed + 1, ...``, sigma 0.1 and lambda 1 (the official torus
-setting). Module-level imports are light.
-"""
+from the clean manifold; the score is a trained denoiser's at ``sigma``
+(``potential="analytic"`` swaps in the tube potential, an ablation only); GFM is solved by
+``gfm.solve``'s default solver (``gfm_solver``) from each initialisation in ``gfm_inits`` (the
+first is the headline's ``gfm``); the baselines run the official Adam settings from their
+official initial paths (RBF / LAND / 1/p linear, Jacobian / Stein SLERP); RBF and LAND are
+fitted as the official code fits them. Not pinned by the official code (the torus GFM / Jacobian
+/ Stein figure shows one pair with 50 waypoints): our choice is the same waypoint count for
+every method (50 in quick and paper), ``n_pairs`` pairs for each of the ``n_seeds`` seeds
+``pair_seed, pair_seed + 1, ...``, sigma 0.1 and lambda 1 (the official torus setting). Module-
+level imports are light. """
 
 from __future__ import annotations
 
