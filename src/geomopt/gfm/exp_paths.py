@@ -12,8 +12,9 @@ official initial paths (RBF / LAND / 1/p linear, Jacobian / Stein SLERP); RBF an
 fitted as the official code fits them. Not pinned by the official code (the torus GFM / Jacobian
 / Stein figure shows one pair with 50 waypoints): our choice is the same waypoint count for
 every method (50 in quick and paper), ``n_pairs`` pairs for each of the ``n_seeds`` seeds
-``pair_seed, pair_seed + 1, ...``, sigma 0.1 and lambda 1 (the official torus setting). Module-
-level imports are light. """
+``pair_seed, pair_seed + 1, ...``, sigma 0.1 and lambda 1 (the official torus setting).
+Module-level imports are light.
+"""
 
 from __future__ import annotations
 
