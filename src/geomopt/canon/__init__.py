@@ -23,6 +23,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "fit_exponent",
             "pairwise_distances",
         ],
+        "_digits": ["digits_clouds"],
         "_families": ["deformed_template_clouds"],
         "_holder": ["curve_modulus"],
         "_stability": ["stability_probe"],
