@@ -70,13 +70,31 @@ def test_stability_smoke(tmp_path):
     assert [f.name for f in figs] == ["stability_smoke.png"]
 
 
+def _check_intervals(headline):
+    """Every mean has its 95 % interval around it; the order fractions are fractions."""
+    means = [k for k in headline if f"{k}/ci_lo" in headline]
+    assert means and all(f"{k}/ci_hi" in headline for k in means)
+    for k in means:
+        assert headline[f"{k}/ci_lo"] <= headline[k] <= headline[f"{k}/ci_hi"], k
+    assert any(headline[f"{k}/ci_lo"] < headline[f"{k}/ci_hi"] for k in means)
+    fractions = [k for k in headline if "order" in k]
+    assert fractions and all(0 <= headline[k] <= 1 for k in fractions)
+    return means
+
+
 def test_covering_smoke_and_missing_modelnet(tmp_path):
     exp = _exp("exp_covering")
     out = execute(exp, exp.presets["smoke"], preset="smoke", out=tmp_path)
     keys = {f"slope/d{d}/{k}" for d in (2, 3) for k in ("l2", "lex", "hilbert", "wass")}
     keys |= {"growth/lex/exp_rate", "growth/hilbert/poly_degree", "slope/k1/wass"}
+    keys |= {f"{k}/ci_{e}" for k in keys for e in ("lo", "hi")}
+    keys |= {"ratio/d3/hilbert/ci_lo", "order/d2", "order/d3", "order/all_d", "order/k1"}
     _check_layout(out, keys)
     _check_key_numbers(exp, out)
+    means = _check_intervals(out.headline)
+    assert set(means) >= {"slope/d2/wass", "ratio/d3/lex", "growth/lex/exp_rate"}
+    rows = out.path.joinpath("metrics.jsonl").read_text()
+    assert '"data_seed": 0' in rows and '"data_seed": 1' in rows
     figs = plot_run(exp, out.path, tmp_path / "figures")
     assert [f.name for f in figs] == ["covering_smoke.png"]
     # no data: refused before a folder exists, with a message saying what to put where
@@ -89,6 +107,88 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
     cfg = dataclasses.replace(exp.presets["smoke"], modelnet_dir=str(empty))
     with pytest.raises(ValueError, match="put the HDF5 shards"):
         execute(exp, cfg, preset="smoke", out=tmp_path / "o3")
+
+
+def test_covering_data_seeds_draw_new_families():
+    """Data seed 1 draws new templates, not only new deformations of seed 0's: its test clouds
+    are far (Hungarian) from seed 0's training clouds of the same class, and near its own."""
+    import numpy as np
+
+    from geomopt.canon.exp_covering import nearest_by_prefix, synthetic_split
+
+    cfg = dataclasses.replace(_exp("exp_covering").presets["smoke"], n_points=16)
+    (x0, y0), train0 = synthetic_split(cfg, 3, 1, 0)
+    (x1, y1), train1 = synthetic_split(cfg, 3, 1, 1)
+    assert not np.allclose(x0, x1)
+    (again, _), _ = synthetic_split(cfg, 3, 1, 0)
+    np.testing.assert_array_equal(again, x0)
+    own = nearest_by_prefix(x1, y1, *train1, [16], bits=cfg.bits)["wass"].mean()
+    other = nearest_by_prefix(x1, y1, *train0, [16], bits=cfg.bits)["wass"].mean()
+    assert other > 3 * own
+
+
+def test_covering_digits_smoke(tmp_path):
+    """``data="digits"``: the same proxies on the digits clouds, over data seeds; the split
+    keeps the test images out of training and every prefix of >= 10 clouds holds each class."""
+    import numpy as np
+
+    from geomopt.canon.exp_covering import digits_split
+
+    exp = _exp("exp_covering")
+    cfg = dataclasses.replace(
+        exp.presets["smoke"], data="digits", n_train=(10, 20, 40), n_test=8, n_points=8
+    )
+    out = execute(exp, cfg, preset="smoke", out=tmp_path)
+    keys = {f"digits/slope/{k}" for k in ("l2", "lex", "hilbert", "wass")}
+    keys |= {f"digits/ratio/{k}/ci_hi" for k in ("l2", "lex", "hilbert")} | {"digits/order"}
+    _check_layout(out, keys)
+    assert not any(k.startswith("slope/d") for k in out.headline)
+    _check_intervals(out.headline)
+    figs = plot_run(exp, out.path, tmp_path / "figures")
+    assert [f.name for f in figs] == ["covering_smoke.png"] and figs[0].stat().st_size
+    (xt, yt), (xr, yr) = digits_split(cfg, 0)
+    assert xt.shape == (8, 8, 2) and xr.shape == (40, 8, 2)
+    assert all(set(yr[:n].tolist()) == set(range(10)) for n in (10, 20, 40))
+    assert not (xt[:, None] == xr[None]).all(axis=(-2, -1)).any()
+    (xt1, _), (xr1, _) = digits_split(cfg, 1)
+    assert not np.allclose(xt, xt1) and not np.allclose(xr, xr1)
+
+
+def test_covering_mean_ci_matches_scipy():
+    import numpy as np
+    from scipy import stats
+
+    from geomopt.canon.exp_covering import mean_ci
+
+    v = np.array([0.3, -0.1, 0.7, 0.2, 0.4])
+    lo, hi = stats.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=stats.sem(v))
+    assert mean_ci(v) == pytest.approx((v.mean(), lo, hi))
+    assert all(math.isnan(x) for x in mean_ci([1.0, float("nan")]))
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(data="mnist"), "data"),
+        (dict(n_data_seeds=1), "n_data_seeds"),
+        (dict(data="digits", n_train=(8, 16)), "n_train"),  # fewer than the 10 digit classes
+        (dict(data="digits", n_train=(16, 1794)), "n_train"),  # + n_test 4 > 1797 images
+    ],
+)
+def test_covering_bad_values_refused_before_a_folder_exists(tmp_path, change, field):
+    exp = _exp("exp_covering")
+    cfg = dataclasses.replace(exp.presets["smoke"], **change)
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        execute(exp, cfg, preset="smoke", out=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_covering_digits_count_is_scikit_learns():
+    from sklearn.datasets import load_digits
+
+    from geomopt.canon.exp_covering import DIGITS_IMAGES
+
+    assert len(load_digits().target) == DIGITS_IMAGES
 
 
 def test_killed_run_keeps_nothing_and_reruns(tmp_path):
