@@ -22,11 +22,17 @@ def test_smoke_run_layout_headline_and_figure(tmp_path):
     for f in ("config.json", "metrics.jsonl", "summary.json"):
         assert (out.path / f).is_file()
     rec = read_run(out.path)
-    assert len(rec.metrics) == len(cfg.kinds) * len(cfg.dims) * len(cfg.strides)
+    n_rows = cfg.n_data_seeds * len(cfg.kinds) * len(cfg.dims) * len(cfg.strides)
+    assert len(rec.metrics) == n_rows
+    assert {r["data_seed"] for r in rec.metrics} == {0, 1}
     for kind in ("lex", "hilbert", "morton", "unsorted", "group_avg", "deepsets"):
         assert kind in cfg.kinds
         assert {f"acc/{kind}/d2", f"gap/{kind}/d2", f"gap_slope/{kind}"} <= set(out.headline)
         assert 0.0 <= out.headline[f"acc/{kind}/d2"] <= 1.0
+        lo, hi = out.headline[f"gap_slope/{kind}/ci_lo"], out.headline[f"gap_slope/{kind}/ci_hi"]
+        assert lo <= out.headline[f"gap_slope/{kind}"] <= hi
+    assert out.headline["contrast/n_data_seeds"] == 2
+    assert (out.path / "table.md").read_text().count("| lex |") == len(cfg.dims)
     assert [k for k, v in out.headline.items() if not math.isfinite(v)] == []
     assert 3 <= len(exp.key_numbers) <= 6 and set(exp.paper) <= set(exp.key_numbers)
     assert set(exp.key_numbers) <= set(out.headline)

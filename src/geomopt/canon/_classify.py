@@ -73,12 +73,25 @@ dominates)."""
 
 
 def _train_loop(
-    models, inputs, y, n_sub, stride, keys, hp, *, epochs: int, batch: int, n_classes: int
+    models,
+    inputs,
+    y,
+    n_sub,
+    stride,
+    passes,
+    keys,
+    hp,
+    *,
+    epochs: int,
+    batch: int,
+    n_classes: int,
+    max_passes: int,
 ):
     filt = trainable_filter(models)
     params, rest = eqx.partition(models, filt)
     frozen, static = eqx.partition(rest, eqx.is_array)  # the fixed Fourier matrices, per seed
-    spe = n_sub // batch
+    per_pass = n_sub // batch  # batches of one pass over the subset (drop-last)
+    spe = per_pass * passes  # steps per epoch
     lr, lr_min = hp["lr"], hp["lr"] * 1e-3
 
     def schedule(count):
@@ -99,7 +112,7 @@ def _train_loop(
         return loss, jnp.sum(jnp.argmax(logits, -1) == yb)
 
     def seed_step(p, s, fz, order, b, key):
-        idx = jax.lax.dynamic_slice(order, (b * batch,), (batch,)) * stride
+        idx = order[b // per_pass, b % per_pass] * stride
         (loss, correct), g = jax.value_and_grad(loss_fn, has_aux=True)(
             p, fz, _take(inputs, idx), y[idx], key
         )
@@ -113,10 +126,16 @@ def _train_loop(
         ).swapaxes(0, 1)
 
         def seed_order(k):
-            u = jax.random.uniform(k, (n_total,))
-            return jnp.argsort(jnp.where(jnp.arange(n_total) < n_sub, u, 2.0))
+            # `passes` shuffles of the subset, each cut to whole batches, one after the other
+            def one_pass(kp):
+                u = jax.random.uniform(kp, (n_total,))
+                return jnp.argsort(jnp.where(jnp.arange(n_total) < n_sub, u, 2.0))
 
-        orders = jax.vmap(seed_order)(okeys)
+            pass_keys = k[None] if max_passes == 1 else jax.random.split(k, max_passes)
+            orders = jax.vmap(one_pass)(pass_keys)
+            return orders[:, : (n_total // batch) * batch].reshape(max_passes, -1, batch)
+
+        orders = jax.vmap(seed_order)(okeys)  # (seeds, max_passes, batches, batch)
 
         def body(b, c):
             p, s, loss_sum, correct = c
@@ -151,8 +170,13 @@ def train_models(
     stride: int = 1,
     n_points: int,
     d: int,
+    max_passes: int = 1,
 ):
     """Train one model per seed on every ``stride``-th cloud of the prepared ``inputs``.
+
+    With ``train.equal_steps`` each epoch passes ``stride`` times over the subset (as many steps
+    as the full set); ``max_passes`` (static) bounds the passes of every call that should share
+    one compilation (a sweep passes its largest stride).
 
     Returns ``(models, losses, running_acc)``; ``losses`` / ``running_acc`` are ``(n_seeds,
     epochs)``: the mean training loss and the training-mode accuracy of each epoch's batches.
@@ -162,6 +186,7 @@ def train_models(
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride {stride!r}: expected an integer >= 1")
     n_sub = -(-n // stride)
+    passes = stride if train.equal_steps else 1
     if train.epochs < 1 or train.batch < 1:
         raise ValueError(f"epochs {train.epochs}, batch {train.batch}: expected integers >= 1")
     if n_sub < train.batch:
@@ -178,11 +203,13 @@ def train_models(
         y_train,
         jnp.asarray(n_sub, jnp.int32),
         jnp.asarray(stride, jnp.int32),
+        jnp.asarray(passes, jnp.int32),
         keys,
         hyperparams(cfg),
         epochs=train.epochs,
         batch=train.batch,
         n_classes=n_classes,
+        max_passes=max(passes, max_passes),
     )
 
 
@@ -244,8 +271,9 @@ def fit(
     results = []
     for i, stride in enumerate(strides):
         models, losses, running = train_models(
-            kind, inp_tr, y_train, n_classes, train, seeds, stride=stride, n_points=p, d=d
-        )
+            kind, inp_tr, y_train, n_classes, train, seeds, stride=stride, n_points=p, d=d,
+            max_passes=max(strides) if train.equal_steps else 1,
+        )  # fmt: skip
         sub = np.arange(0, len(y_train), stride)
         fast = train.fast_compile
         tr = (predict(models, inp_tr, idx=sub, fast_compile=fast) == y_train[sub][None]).mean(1)
