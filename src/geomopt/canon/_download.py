@@ -1,0 +1,686 @@
+"""Get the ModelNet HDF5 data: download the 2048-point ModelNet40 archive with resume, check it,
+unpack it atomically, and derive ModelNet10 from it as the official code does.
+
+The archive is the PointNet release ``modelnet40_ply_hdf5_2048.zip``: a folder
+``modelnet40_ply_hdf5_2048/`` with ``ply_data_train{0..4}.h5`` and ``ply_data_test{0,1}.h5``
+(keys ``data`` N x 2048 x 3 float32 and ``label`` N x 1), ``shape_names.txt``,
+``train_files.txt`` and ``test_files.txt``; 9840 training and 2468 test clouds of 40 classes.
+Its original host (``STANFORD_URL``) has been unreachable for long stretches since 2023; the
+default URL is the Hugging Face mirror that public point-cloud code now uses.
+
+What the official code (github.com/yonatansverdlov/Canonization) does:
+
+- ModelNet40 for training (``ModelNet/training/utils/data.py``, README "Training Experiments"):
+  these HDF5 shards, fetched by hand from Kaggle (datasets/leiting0/modelnet40, a login is
+  needed) into ``ModelNet/training/data/modelnet40_ply_hdf5_2048/``. No URL, no checksum.
+- ModelNet10 for training (``ModelNet/training/utils/create_h5_modelnet10_from_raw.py``): the
+  raw ModelNet40 *meshes* of the ten ModelNet10 classes (bathtub, bed, chair, desk, dresser,
+  monitor, night_stand, sofa, table, toilet; labels 0..9 in that order), 2048 points each
+  sampled on the surface (PyG ``SamplePoints``), centred and scaled to the unit sphere, written
+  as ``modelnet10_ply_hdf5_2048/ply_data_{train,test}0.h5`` (``data`` float32, ``label`` int64
+  N x 1) and ``shape_names.txt``. :func:`derive_modelnet10` does the same selection and
+  relabelling on the HDF5 clouds of those classes, whose points are the PointNet release's own
+  surface samples of the same meshes, normalised to the unit sphere: 3991 training and 908 test
+  clouds (all of ModelNet40's clouds of those classes; the three clouds the HDF5 release lacks
+  against the 9843 meshes are an airplane, a curtain and a plant).
+
+Checks: no checksum of the archive is published in the official repository, so none is
+enforced; the archive is verified by content instead: zip CRCs (checked while unpacking), the
+expected files, the HDF5 keys, shapes, dtypes and label range, and the cloud counts. The MD5s of
+the seven shards as public loaders list them (:data:`STANFORD_MD5`; torchvision-style
+``check_integrity`` tables) are compared and reported, not enforced: a mirror that re-packed
+valid data would otherwise be refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import http.client
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "MODELNET40_URL",
+    "STANFORD_URL",
+    "ArchiveSpec",
+    "MODELNET40",
+    "MODELNET10",
+    "MODELNET10_CLASSES",
+    "DownloadError",
+    "DataCheckError",
+    "default_cache_dir",
+    "download",
+    "unpack_archive",
+    "verify_folder",
+    "derive_modelnet10",
+    "prepare_modelnet",
+    "next_commands",
+]
+
+MODELNET40_URL = (
+    "https://huggingface.co/datasets/Msun/modelnet40/resolve/main/modelnet40_ply_hdf5_2048.zip"
+)
+"""Default source: the Hugging Face mirror of the PointNet release."""
+STANFORD_URL = "https://shapenet.cs.stanford.edu/media/modelnet40_ply_hdf5_2048.zip"
+"""The original host of the release (often unreachable)."""
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+MODELNET10_CLASSES = (
+    "bathtub", "bed", "chair", "desk", "dresser",
+    "monitor", "night_stand", "sofa", "table", "toilet",
+)  # fmt: skip
+"""The ModelNet10 classes in the official label order (``create_h5_modelnet10_from_raw.py``)."""
+
+STANFORD_MD5 = {
+    "ply_data_train0.h5": "3176385ffc31a7b6b5af22191fd920d1",
+    "ply_data_train1.h5": "e3f613fb500559403b34925112754dc4",
+    "ply_data_train2.h5": "0c56e233a090ff87c3049d4ce08e7d8b",
+    "ply_data_train3.h5": "9d2af465adfa33a3285c369f3ca66c45",
+    "ply_data_train4.h5": "dff38de489b2c41bfaeded86c2208984",
+    "ply_data_test0.h5": "e9732e6d83b09e79e9a7617df058adee",
+    "ply_data_test1.h5": "aba4b12a67c34391cc3c015a6f08ed4b",
+}
+"""MD5 of each shard of the Stanford release as public loaders list them (reported only)."""
+
+
+class DownloadError(OSError):
+    """A download that cannot go on; the message says what, where, and what to do."""
+
+
+class DataCheckError(ValueError):
+    """A file that is not what was expected; the message names it and the expectation."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchiveSpec:
+    """What a prepared ModelNet folder holds (the counts are settable for tests)."""
+
+    folder: str
+    """Folder name under the cache directory (the official layout)."""
+    train_files: tuple[str, ...]
+    """HDF5 shards of the training split."""
+    test_files: tuple[str, ...]
+    """HDF5 shards of the test split."""
+    n_classes: int
+    """Labels lie in 0..n_classes - 1; shape_names.txt has that many lines."""
+    n_train: int | None
+    """Training clouds in all (None: not checked)."""
+    n_test: int | None
+    """Test clouds in all (None: not checked)."""
+    n_points: int = 2048
+    """Points per cloud."""
+    md5: dict[str, str] | None = None
+    """Reference MD5 per shard, reported (not enforced) after unpacking."""
+
+    @property
+    def splits(self) -> dict[str, tuple[tuple[str, ...], int | None]]:
+        return {"train": (self.train_files, self.n_train), "test": (self.test_files, self.n_test)}
+
+
+MODELNET40 = ArchiveSpec(
+    folder="modelnet40_ply_hdf5_2048",
+    train_files=tuple(f"ply_data_train{i}.h5" for i in range(5)),
+    test_files=("ply_data_test0.h5", "ply_data_test1.h5"),
+    n_classes=40,
+    n_train=9840,
+    n_test=2468,
+    md5=STANFORD_MD5,
+)
+MODELNET10 = ArchiveSpec(
+    folder="modelnet10_ply_hdf5_2048",
+    train_files=("ply_data_train0.h5",),
+    test_files=("ply_data_test0.h5",),
+    n_classes=10,
+    n_train=3991,
+    n_test=908,
+)
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/geomopt/modelnet`` (``XDG_CACHE_HOME`` defaults to ``~/.cache``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "geomopt" / "modelnet"
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- download
+
+
+def _content_range(value: str | None) -> tuple[int, int | None] | None:
+    """``(start, total)`` from ``Content-Range: bytes start-end/total`` (total None for ``*``)."""
+    m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value or "")
+    if not m:
+        return None
+    return int(m.group(1)), None if m.group(3) == "*" else int(m.group(3))
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def download(
+    url: str,
+    dest: str | Path,
+    *,
+    magic: bytes = ZIP_MAGIC,
+    expected: str = "a zip archive",
+    retries: int = 5,
+    retry_wait: float = 2.0,
+    timeout: float = 60.0,
+    chunk_size: int = 1 << 20,
+    progress: bool = True,
+    say: Callable[[str], None] = _say,
+) -> Path:
+    """Download ``url`` to ``dest`` through ``dest.part``, resuming what an earlier try left.
+
+    Bytes go to ``<dest>.part`` (with ``<dest>.part.json`` recording the URL and total size);
+    ``dest`` appears, by a rename, only once every byte arrived. A dropped connection or a short
+    body is retried up to ``retries`` times with an HTTP ``Range`` request from the size of the
+    ``.part``; a ``206`` whose ``Content-Range`` starts elsewhere or whose total changed, and a
+    server that ignores ``Range`` (``200``), start over from byte 0. A ``.part`` from another
+    URL is discarded. On failure or Ctrl-C the ``.part`` stays for the next call to resume.
+    A body that does not start with ``magic`` (an HTML error page, say) is refused before
+    anything is written. Progress (bytes, rate, ETA) is a tqdm bar on stderr.
+    """
+    from tqdm.auto import tqdm
+
+    dest = Path(dest)
+    part = dest.with_name(dest.name + ".part")
+    meta_path = dest.with_name(dest.name + ".part.json")
+    meta = _read_meta(meta_path)
+    if part.exists() and meta.get("url") != url:
+        say(f"{part}: left by a download from {meta.get('url', 'an unknown URL')}; starting over")
+        part.unlink()
+    failures = 0
+    last_error = ""
+    while True:
+        have = part.stat().st_size if part.exists() else 0
+        headers = {"User-Agent": "geomopt-prepare-modelnet/1", "Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                total = _start_body(resp, have, meta.get("size"), part, url, say)
+                start = have if resp.status == 206 else 0
+                meta = {"url": url, "size": total}
+                if start == 0:
+                    head = resp.read(len(magic))
+                    if head != magic:
+                        meta_path.unlink(missing_ok=True)
+                        kind = resp.headers.get("Content-Type") or "a file"
+                        raise DownloadError(
+                            f"{url}: the server sent {kind} starting {head!r}, expected "
+                            f"{expected} (starting {magic!r}); pass the archive's URL with --url"
+                        )
+                    part.write_bytes(head)
+                meta_path.write_text(json.dumps(meta))
+                done = start + (len(magic) if start == 0 else 0)
+                with (
+                    open(part, "ab") as out,
+                    tqdm(
+                        total=total, initial=done, unit="B", unit_scale=True,
+                        unit_divisor=1024, desc=dest.name, disable=not progress, leave=False,
+                    ) as bar,
+                ):  # fmt: skip
+                    while block := resp.read1(chunk_size):
+                        out.write(block)
+                        done += len(block)
+                        bar.update(len(block))
+                if total is not None and done < total:
+                    raise http.client.IncompleteRead(b"", total - done)
+            break
+        except urllib.error.HTTPError as e:
+            if e.code == 416 and have and meta.get("size") == have:
+                break  # the .part was already complete
+            if e.code == 416:
+                say(f"{url}: the server refused to resume at byte {have}; starting over")
+                part.unlink(missing_ok=True)
+                failures += 1
+                if failures > retries:
+                    raise DownloadError(f"{url}: HTTP 416 at byte {have} on every try") from None
+                continue
+            if e.code < 500 and e.code != 429:
+                raise DownloadError(
+                    f"{url}: HTTP {e.code} {e.reason}; expected {expected} (check --url)"
+                ) from None
+            last_error = f"HTTP {e.code} {e.reason}"
+        except KeyboardInterrupt:
+            size = part.stat().st_size if part.exists() else 0
+            say(f"interrupted: kept {part} ({size / 2**20:.1f} MiB); rerun the same command "
+                "to resume")  # fmt: skip
+            raise
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            if isinstance(e, DownloadError):
+                raise
+            reason = getattr(e, "reason", None) or e
+            last_error = f"{type(e).__name__}: {reason}"
+        failures += 1
+        size = part.stat().st_size if part.exists() else 0
+        if failures > retries:
+            then = (
+                f"kept {part} ({size / 2**20:.1f} MiB): rerun the same command to resume"
+                if size
+                else "check the network connection and the URL (--url)"
+            )
+            raise DownloadError(f"{url}: {last_error} ({failures} tries); {then}")
+        wait = retry_wait * failures
+        say(f"{url}: {last_error}; retrying in {wait:g} s from byte {size} "
+            f"(try {failures + 1} of {retries + 1})")  # fmt: skip
+        time.sleep(wait)
+    os.replace(part, dest)
+    meta_path.unlink(missing_ok=True)
+    return dest
+
+
+def _start_body(resp, have: int, known_size, part: Path, url: str, say) -> int | None:
+    """Check the response against the ``have`` bytes on disk; returns the total size (or None).
+    Truncates ``part`` when the response starts at byte 0."""
+    length = resp.headers.get("Content-Length")
+    if resp.status == 206:
+        cr = _content_range(resp.headers.get("Content-Range"))
+        if cr is not None and cr[0] == have and (known_size in (None, cr[1]) or cr[1] is None):
+            return cr[1] if cr[1] is not None else known_size
+        say(f"{url}: the server resumed at {resp.headers.get('Content-Range')!r}, not at byte "
+            f"{have} of {known_size}; starting over")  # fmt: skip
+        part.unlink(missing_ok=True)
+        raise http.client.HTTPException("mismatched Content-Range")
+    if resp.status != 200:
+        raise http.client.HTTPException(f"HTTP {resp.status}")
+    if have:
+        say(f"{url}: the server ignored the Range request; starting over from byte 0")
+    part.unlink(missing_ok=True)
+    return int(length) if length and length.isdigit() else None
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise DataCheckError(f"{path}: missing; expected a text file in the archive's folder")
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def verify_folder(folder: str | Path, spec: ArchiveSpec) -> dict[str, int]:
+    """Check a prepared folder against ``spec``; returns ``{"train": n, "test": n}``.
+
+    Checked: ``shape_names.txt`` has ``n_classes`` names; ``train_files.txt`` /
+    ``test_files.txt`` name the expected shards; each shard has ``data`` ``(N, n_points, 3)``
+    float32 and an integer ``label`` ``(N,)`` or ``(N, 1)`` in ``0..n_classes-1``; the totals
+    match ``n_train`` / ``n_test``. Raises :class:`DataCheckError` naming the file.
+    """
+    import h5py
+
+    folder = Path(folder)
+    names = _read_lines(folder / "shape_names.txt")
+    if len(names) != spec.n_classes:
+        raise DataCheckError(
+            f"{folder / 'shape_names.txt'}: {len(names)} class names, expected {spec.n_classes}"
+        )
+    counts = {}
+    for split, (files, n_expected) in spec.splits.items():
+        listed = sorted(Path(p).name for p in _read_lines(folder / f"{split}_files.txt"))
+        if listed != sorted(files):
+            raise DataCheckError(
+                f"{folder / f'{split}_files.txt'}: lists {listed}, expected {sorted(files)}"
+            )
+        total = 0
+        for name in files:
+            path = folder / name
+            if not path.is_file():
+                raise DataCheckError(f"{path}: missing; expected the shards {list(files)}")
+            try:
+                f = h5py.File(path, "r")
+            except OSError:
+                raise DataCheckError(
+                    f"{path}: not an HDF5 file; expected a ModelNet shard"
+                ) from None
+            with f:
+                if "data" not in f or "label" not in f:
+                    raise DataCheckError(
+                        f"{path}: keys {sorted(f.keys())}, expected 'data' and 'label'"
+                    )
+                data, label = f["data"], f["label"]
+                n = data.shape[0] if data.ndim else -1
+                if data.shape != (n, spec.n_points, 3) or data.dtype != np.float32:
+                    raise DataCheckError(
+                        f"{path}: data {data.shape} {data.dtype}, expected "
+                        f"(N, {spec.n_points}, 3) float32"
+                    )
+                if label.shape not in ((n,), (n, 1)) or label.dtype.kind not in "iu":
+                    raise DataCheckError(
+                        f"{path}: label {label.shape} {label.dtype}, expected ({n}, 1) integers"
+                    )
+                y = np.asarray(label).reshape(-1)
+            if n and not (y.min() >= 0 and y.max() < spec.n_classes):
+                raise DataCheckError(
+                    f"{path}: labels {y.min()}..{y.max()}, expected 0..{spec.n_classes - 1}"
+                )
+            total += n
+        if n_expected is not None and total != n_expected:
+            raise DataCheckError(
+                f"{folder}: {total} {split} clouds in {list(files)}, expected {n_expected}"
+            )
+        counts[split] = total
+    return counts
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- unpacking
+
+
+def _new_temp_dir(parent: Path, name: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent))
+
+
+def unpack_archive(
+    archive: str | Path, cache_dir: str | Path, spec: ArchiveSpec = MODELNET40, *,
+    progress: bool = True,
+) -> Path:  # fmt: skip
+    """Unpack ``archive`` into ``cache_dir/spec.folder`` and verify it; returns that folder.
+
+    The members under the folder holding ``spec.train_files[0]`` are written (with their CRCs
+    checked) into a temporary sibling, verified by :func:`verify_folder`, and only then renamed
+    to ``spec.folder``: a failure leaves no folder that looks valid. Raises
+    :class:`DataCheckError` naming the archive when it is not a zip of that layout.
+    """
+    from tqdm.auto import tqdm
+
+    archive, cache_dir = Path(archive), Path(cache_dir)
+    target = cache_dir / spec.folder
+    if target.exists():
+        raise FileExistsError(f"{target}: already exists; move it away to unpack {archive}")
+    tmp = _new_temp_dir(cache_dir, spec.folder)
+    try:
+        try:
+            z = zipfile.ZipFile(archive)
+        except zipfile.BadZipFile as e:
+            raise DataCheckError(
+                f"{archive}: not a complete zip archive ({e}); expected {spec.folder}.zip"
+            ) from None
+        with z:
+            infos = [i for i in z.infolist() if not i.is_dir()]
+            marker = spec.train_files[0]
+            prefixes = [i.filename[: -len(marker)] for i in infos
+                        if i.filename.rsplit("/", 1)[-1] == marker]  # fmt: skip
+            if len(prefixes) != 1:
+                raise DataCheckError(
+                    f"{archive}: {len(prefixes)} copies of {marker}, expected one in a folder "
+                    f"{spec.folder}/ with {', '.join(spec.train_files + spec.test_files)}"
+                )
+            prefix = prefixes[0]
+            members = [i for i in infos if i.filename.startswith(prefix)
+                       and "__MACOSX" not in i.filename]  # fmt: skip
+            size = sum(i.file_size for i in members)
+            with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                      desc="unpacking", disable=not progress, leave=False) as bar:  # fmt: skip
+                for info in members:
+                    rel = Path(info.filename[len(prefix) :])
+                    if rel.is_absolute() or ".." in rel.parts:
+                        raise DataCheckError(f"{archive}: unsafe member path {info.filename!r}")
+                    out = tmp / rel
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        with z.open(info) as src, open(out, "wb") as dst:
+                            while block := src.read(1 << 22):
+                                dst.write(block)
+                                bar.update(len(block))
+                    except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+                        raise DataCheckError(
+                            f"{archive}: member {info.filename} is damaged ({e}); expected "
+                            f"an intact {spec.folder}.zip (delete it and download again)"
+                        ) from None
+        try:
+            verify_folder(tmp, spec)
+        except DataCheckError as e:  # name the archive's member, not the temporary copy
+            where = f"{archive}: member {prefix}"
+            msg = str(e).replace(f"{tmp}{os.sep}", where).replace(str(tmp), where.rstrip("/"))
+            raise DataCheckError(msg) from None
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def derive_modelnet10(
+    src: str | Path, cache_dir: str | Path, spec: ArchiveSpec = MODELNET10,
+    src_spec: ArchiveSpec = MODELNET40,
+) -> Path:  # fmt: skip
+    """``cache_dir/modelnet10_ply_hdf5_2048`` from the ModelNet40 folder ``src``: the clouds of
+    :data:`MODELNET10_CLASSES` (found by name in ``shape_names.txt``), relabelled 0..9 in that
+    order, in one shard per split (``data`` float32, ``label`` int64 N x 1, as the official
+    ``create_h5_modelnet10_from_raw.py`` writes), with ``shape_names.txt`` and the file lists.
+    Written into a temporary sibling, verified, then renamed."""
+    import h5py
+
+    src, cache_dir = Path(src), Path(cache_dir)
+    names40 = _read_lines(src / "shape_names.txt")
+    missing = [c for c in MODELNET10_CLASSES if c not in names40]
+    if missing:
+        raise DataCheckError(f"{src / 'shape_names.txt'}: no class {missing}; expected ModelNet40")
+    relabel = np.full(len(names40), -1, np.int64)
+    relabel[[names40.index(c) for c in MODELNET10_CLASSES]] = np.arange(len(MODELNET10_CLASSES))
+    target = cache_dir / spec.folder
+    if target.exists():
+        raise FileExistsError(f"{target}: already exists; move it away to rebuild it")
+    tmp = _new_temp_dir(cache_dir, spec.folder)
+    try:
+        for split, (files, _) in spec.splits.items():
+            xs, ys = [], []
+            for name in src_spec.splits[split][0]:
+                with h5py.File(src / name, "r") as f:
+                    y = relabel[np.asarray(f["label"]).reshape(-1)]
+                    keep = np.flatnonzero(y >= 0)
+                    xs.append(np.asarray(f["data"], np.float32)[keep])
+                    ys.append(y[keep])
+            with h5py.File(tmp / files[0], "w") as f:
+                f.create_dataset("data", data=np.concatenate(xs))
+                f.create_dataset("label", data=np.concatenate(ys)[:, None])
+            (tmp / f"{split}_files.txt").write_text("".join(f"{n}\n" for n in files))
+        (tmp / "shape_names.txt").write_text("".join(f"{c}\n" for c in MODELNET10_CLASSES))
+        verify_folder(tmp, spec)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+# --------------------------------------------------------------------------- front
+
+
+def next_commands(dataset: str, cache_dir: str | Path) -> list[str]:
+    """The commands that read the prepared data (classification, then the covering proxies)."""
+    root = shlex.quote(str(cache_dir))
+    preset = "paper" if dataset == "modelnet10" else "paper40"
+    return [
+        f"uv run experiments/canon/modelnet.py {preset} --data-root {root}",
+        f"uv run experiments/canon/covering.py paper --modelnet-dir {root} "
+        f"--modelnet-dataset {dataset}",
+    ]
+
+
+def _summary(spec: ArchiveSpec, counts: dict[str, int]) -> str:
+    return f"{counts['train']} train / {counts['test']} test clouds, {spec.n_classes} classes"
+
+
+def _ready(folder: Path, spec: ArchiveSpec, what: str) -> dict[str, int] | None:
+    """The counts of an existing verified ``folder`` (None if absent); an existing folder that
+    fails the checks is kept and reported."""
+    if not folder.exists():
+        return None
+    try:
+        return verify_folder(folder, spec)
+    except DataCheckError as e:
+        raise DataCheckError(
+            f"{e} -- {folder} exists but is not a valid {what} folder; it was left as it is: "
+            "move it away and rerun"
+        ) from None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _lock(cache_dir: Path):
+    """``cache_dir/.prepare.lock`` holding this process id while the block runs; a lock whose
+    process is gone is taken over."""
+    path = cache_dir / ".prepare.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            text = path.read_text().strip() if path.exists() else ""
+            pid = int(text) if text.isdigit() else 0
+            if pid and _pid_alive(pid):
+                raise DownloadError(
+                    f"{cache_dir}: in use by another prepare_modelnet.py (pid {pid}); wait for "
+                    f"it to finish, or delete {path} if that process is not this tool"
+                ) from None
+            path.unlink(missing_ok=True)
+    else:
+        raise DownloadError(f"{path}: could not take the lock; delete it and rerun")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def prepare_modelnet(
+    dataset: str = "modelnet40",
+    cache_dir: str | Path | None = None,
+    url: str = MODELNET40_URL,
+    *,
+    spec40: ArchiveSpec = MODELNET40,
+    spec10: ArchiveSpec = MODELNET10,
+    retries: int = 5,
+    retry_wait: float = 2.0,
+    timeout: float = 60.0,
+    progress: bool = True,
+    say: Callable[[str], None] = _say,
+) -> Path:
+    """Make ``cache_dir/modelnet40_ply_hdf5_2048`` (and for ``dataset="modelnet10"`` also
+    ``cache_dir/modelnet10_ply_hdf5_2048``) exist and pass :func:`verify_folder`; returns
+    ``cache_dir``, the ``--data-root`` / ``--modelnet-dir`` of the experiments.
+
+    An existing verified folder is reused without any request; an archive already in
+    ``cache_dir`` (downloaded before, or put there by hand) is unpacked without downloading;
+    otherwise the archive is downloaded with resume (:func:`download`). An archive this call
+    downloaded is deleted once its folder is verified, or when it fails the checks; a file the
+    user had is never deleted. Creates ``cache_dir`` if needed and removes it again if the
+    call fails and leaves it empty. A lock file (``.prepare.lock``) keeps two runs from sharing
+    one ``cache_dir``; temporary folders of an interrupted run are removed.
+    """
+    if dataset not in ("modelnet40", "modelnet10"):
+        raise ValueError(f"dataset {dataset!r}: expected 'modelnet40' or 'modelnet10'")
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise NotADirectoryError(f"cache_dir {cache_dir}: exists and is not a folder")
+    cache_dir = cache_dir.absolute()
+    created = [d for d in (cache_dir, *cache_dir.parents) if not d.exists()]  # deepest first
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = cache_dir.resolve()
+    try:
+        with _lock(cache_dir):
+            for spec in (spec40, spec10):
+                for stale in cache_dir.glob(f".{spec.folder}.tmp-*"):
+                    say(f"removing {stale}, an unfinished unpacking left by an interrupted run")
+                    shutil.rmtree(stale, ignore_errors=True)
+            _prepare(dataset, cache_dir, url, spec40, spec10, retries, retry_wait, timeout,
+                     progress, say)  # fmt: skip
+    except BaseException:
+        for folder in created:  # the folders this call made, while they are empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+    return cache_dir
+
+
+def _prepare(dataset, cache_dir, url, spec40, spec10, retries, retry_wait, timeout, progress,
+             say) -> None:  # fmt: skip
+    folder40 = cache_dir / spec40.folder
+    if dataset == "modelnet10":
+        counts = _ready(cache_dir / spec10.folder, spec10, "ModelNet10")
+        if counts is not None:
+            say(f"modelnet10: reusing the verified cache {cache_dir / spec10.folder} "
+                f"({_summary(spec10, counts)}); nothing downloaded")  # fmt: skip
+            return
+    counts = _ready(folder40, spec40, "ModelNet40")
+    if counts is not None:
+        say(f"modelnet40: reusing the verified cache {folder40} ({_summary(spec40, counts)}); "
+            "nothing downloaded")  # fmt: skip
+    else:
+        archive = cache_dir / f"{spec40.folder}.zip"
+        ours = not archive.exists()
+        if ours:
+            say(f"modelnet40: downloading {url} into {cache_dir}")
+            download(url, archive, expected=f"the zip archive {archive.name}", retries=retries,
+                     retry_wait=retry_wait, timeout=timeout, progress=progress,
+                     say=say)  # fmt: skip
+        else:
+            say(f"modelnet40: unpacking the archive already in the cache, {archive}")
+        try:
+            unpack_archive(archive, cache_dir, spec40, progress=progress)
+        except DataCheckError as e:
+            if ours:
+                archive.unlink(missing_ok=True)
+                raise DataCheckError(f"{e} (downloaded from {url}; deleted)") from None
+            raise DataCheckError(
+                f"{e}; it was left as it is: delete it to download again"
+            ) from None
+        if ours:
+            archive.unlink()
+        counts = verify_folder(folder40, spec40)
+        say(f"modelnet40: verified {folder40} ({_summary(spec40, counts)})")
+        if spec40.md5:
+            differ = [n for n, h in spec40.md5.items() if _md5(folder40 / n) != h]
+            say("modelnet40: the shards' MD5s match the Stanford release" if not differ else
+                f"modelnet40: note: {', '.join(differ)} differ from the Stanford release's MD5 "
+                "(content checks passed; a re-packed mirror?)")  # fmt: skip
+    if dataset == "modelnet10":
+        folder10 = derive_modelnet10(folder40, cache_dir, spec10, spec40)
+        counts = verify_folder(folder10, spec10)
+        say(f"modelnet10: derived {folder10} from ModelNet40 ({_summary(spec10, counts)})")
