@@ -59,7 +59,7 @@ def test_loader_layout_splits_and_stride(modelnet_dir):
     assert ytr.tolist() == [0, 1, 2, 1, 2, 3] and ytr.dtype == np.int32
     raw, _ = load_modelnet_h5(modelnet_dir / "modelnet40_ply_hdf5_2048" / "ply_data_train0.h5")
     np.testing.assert_array_equal(xtr[:3], raw[:, ::2])
-    with pytest.raises(FileNotFoundError, match="put the HDF5 shards"):
+    with pytest.raises(FileNotFoundError, match="prepare_modelnet.py --dataset modelnet10"):
         load_modelnet(modelnet_dir, "modelnet10")
     with pytest.raises(ValueError, match="sampling"):
         load_modelnet(modelnet_dir, "modelnet40", sampling="random")

@@ -32,6 +32,10 @@ def test_smoke_run_reads_shards_through_the_loader(tmp_path):
 def test_missing_data_says_where_to_put_it(tmp_path):
     exp = exp_modelnet.EXPERIMENT
     cfg = dataclasses.replace(exp.presets["paper"], data_root=str(tmp_path / "nowhere"))
-    with pytest.raises(ValueError, match="modelnet10_ply_hdf5_2048/"):
+    with pytest.raises(
+        ValueError,
+        match="prepare_modelnet.py --dataset modelnet10' and pass "
+        "the folder it prints as --data-root.*modelnet10_ply_hdf5_2048/",
+    ):
         execute(exp, cfg, preset="paper", out=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()  # refused before creating a run folder

@@ -200,10 +200,10 @@ def modelnet_files(
         if files:
             return files
     raise FileNotFoundError(
-        f"no ply_data_{split}*.h5 files for {dataset} in {folder} or {root}: put the HDF5 shards "
-        f"of {MODELNET_DIRS[dataset]} (keys 'data' N x 2048 x 3 and 'label'; e.g. the Kaggle "
-        f"'modelnet40' HDF5 download named in the official README) into {folder}/, or pass "
-        f"{flag} pointing at their parent folder"
+        f"no ply_data_{split}*.h5 files for {dataset} in {folder} or {root}: download them with "
+        f"'uv run experiments/canon/prepare_modelnet.py --dataset {dataset}' and pass the "
+        f"folder it prints as {flag}, or put the HDF5 shards of {MODELNET_DIRS[dataset]} (keys "
+        f"'data' N x 2048 x 3 and 'label') into {folder}/"
     )
 
 
