@@ -12,6 +12,7 @@ from geomopt.canon import (
     subsample_points,
     synthetic_clouds,
 )
+from geomopt.canon._data import modelnet_files, random_point_subset
 
 
 def test_synthetic_shapes_balance_and_determinism():
@@ -81,6 +82,42 @@ def test_covering_clouds_use_global_scalar_normalisation(modelnet_dir):
         assert c.min() == pytest.approx(0.0) and c.max() == pytest.approx(1.0)
         # one scalar shift and scale: the per-axis minima are not all zero
     assert (xtr.min(axis=1) > 1e-6).any()
+
+
+def test_covering_points_are_a_seeded_random_subset_in_drawn_order(modelnet_dir):
+    raw_tr, _ = load_modelnet_h5(modelnet_files(modelnet_dir, "modelnet40", "train"))
+    xtr, _, _, _ = load_modelnet_covering(modelnet_dir, "modelnet40", n_points=6, seed=3)
+    sub = random_point_subset(raw_tr, 6, seed=3)  # drawn first, then normalised (official)
+    z = sub - sub.min(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(xtr, z / z.max(axis=(1, 2), keepdims=True), rtol=1e-6)
+    for cloud, points in zip(raw_tr, sub, strict=True):
+        idx = [int(np.flatnonzero((cloud == q).all(1))[0]) for q in points]
+        assert len(set(idx)) == 6  # distinct points of the cloud
+    assert not np.array_equal(sub, subsample_points(raw_tr, 6))  # not the stride rule
+    again, _, _, _ = load_modelnet_covering(modelnet_dir, "modelnet40", n_points=6, seed=3)
+    other, _, _, _ = load_modelnet_covering(modelnet_dir, "modelnet40", n_points=6, seed=4)
+    np.testing.assert_array_equal(again, xtr)
+    assert not np.array_equal(other, xtr)
+
+
+def test_random_subset_is_uniform_like_iid_surface_samples():
+    """The official covering clouds are i.i.d. draws (PyG SamplePoints), in the order drawn; a
+    uniform random subset in drawn order puts every stored point at every position with the
+    same probability 1/P, with no point twice."""
+    n_clouds, p, n = 16000, 8, 3
+    x = np.broadcast_to(np.arange(p, dtype=np.float32)[None, :, None], (n_clouds, p, 1))
+    idx = random_point_subset(x, n, seed=0)[..., 0].astype(int)
+    assert (np.sort(idx, axis=1)[:, 1:] != np.sort(idx, axis=1)[:, :-1]).all()
+    counts = np.stack([np.bincount(idx[:, j], minlength=p) for j in range(n)])
+    expected = n_clouds / p  # 2000 per (position, point); binomial sd about 33
+    assert np.abs(counts - expected).max() < 6 * np.sqrt(expected)
+    # in drawn order, not sorted or file order: a later position is as often smaller as larger
+    assert abs((idx[:, 1] > idx[:, 0]).mean() - 0.5) < 0.02
+    np.testing.assert_array_equal(
+        random_point_subset(x, n, seed=0), random_point_subset(x, n, seed=0)
+    )
+    with pytest.raises(ValueError, match="n_points 9"):
+        random_point_subset(x, 9)
 
 
 def test_loader_rejects_bad_files(tmp_path):
