@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,13 +97,14 @@ def _work_dtype(dtype) -> np.dtype:
     return np.dtype(np.uint64) if np.dtype(dtype).itemsize == 8 else np.dtype(np.uint32)
 
 
-def _check_coords(q, bits: int, name: str):
-    """Validate integer coordinates in ``[0, 2**bits)``; return ``(q, bad)``.
+def _check_coords(q, bits: int, name: str) -> Array:
+    """Integer coordinates, checked on concrete input to lie in ``[0, 2**bits)`` (a
+    ``ValueError``/``TypeError`` naming the bad value).
 
-    Concrete inputs are checked eagerly (a ``ValueError``/``TypeError`` naming the bad value)
-    and ``bad`` is ``None``; under ``jit`` ``bad`` is a traced flag that :func:`_guard_zero` turns
-    into an :func:`equinox.error_if` runtime check on the result (an ``EqxRuntimeError`` when the
-    compiled function runs; see equinox's ``EQX_ON_ERROR``).
+    Traced values are not checked: a runtime error under ``jit`` reaches the user only as an
+    opaque ``INTERNAL: CpuCallback error``, so the contract there is that an out-of-range
+    coordinate is reduced modulo ``2**bits`` (the encoders read only its low ``bits`` bits, two's
+    complement for negative values); ``geomopt.canon.checked`` raises instead.
     """
     dtype = np.dtype(q.dtype) if hasattr(q, "dtype") else None
     if dtype is None or not (np.issubdtype(dtype, np.integer)):
@@ -120,40 +120,30 @@ def _check_coords(q, bits: int, name: str):
     q = jnp.asarray(q)
     if q.ndim < 1:
         raise ValueError(f"{name}: coordinates of shape {q.shape}; expected (..., d)")
-    signed = np.issubdtype(dtype, np.signedinteger)
-    width = 8 * dtype.itemsize - (1 if signed else 0)
     if isinstance(q, jax.core.Tracer):
-        if q.size == 0 or (bits >= width and not signed):
-            return q, None
-        # One scalar predicate from one bitwise-or reduction: a value is out of range iff it has
-        # a bit at or above `bits` (negative values have the sign bit, and the arithmetic shift
-        # keeps them non-zero). Measured 2.5x faster than max/min reductions on XLA CPU (5.5 vs
-        # 14 ns per 16-D point). The caller attaches it to the *output* (see _guard_zero):
-        # guarding q itself, or an elementwise mask, measured 3-10 ns per point more, as the
-        # encoder's fusions then wait on / re-read a guarded copy.
-        ored = jax.lax.reduce(q, jnp.asarray(0, dtype), jax.lax.bitwise_or, tuple(range(q.ndim)))
-        bad = (ored >> bits) != 0 if bits < width else ored < 0
-        return q, bad
+        return q
     arr = np.asarray(q)
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi >= 2**bits:
             bad = lo if lo < 0 else hi
             raise ValueError(f"{name}: coordinate {bad} out of range; expected [0, 2**{bits})")
-    return q, None
+    return q
 
 
-def _guard_zero(bad, message: str) -> UInt32[Array, ""]:
-    """A ``uint32`` zero that raises ``message`` when it is used if the traced flag ``bad`` is set
-    (an :func:`equinox.error_if` runtime check; ``bad=None`` means already checked). Or-ing it
-    into a result ties the check to that result."""
-    zero = jnp.zeros((), jnp.uint32)
-    return zero if bad is None else eqx.error_if(zero, bad, message)
+def _coords_in_range(q, bits: int) -> Array:
+    """Traced scalar: every entry of the integer array ``q`` lies in ``[0, 2**bits)``.
 
-
-def _guard(out, bad, message: str):
-    """``out | _guard_zero(bad, message)``: ``out`` unchanged, checked when used."""
-    return out if bad is None else out | _guard_zero(bad, message).astype(out.dtype)
+    One bitwise-or reduction: a value is out of range iff it has a bit at or above ``bits``
+    (negative values have the sign bit, which the arithmetic shift keeps); measured 2.5x faster
+    than max/min reductions on XLA CPU."""
+    dtype = np.dtype(q.dtype)
+    signed = np.issubdtype(dtype, np.signedinteger)
+    width = 8 * dtype.itemsize - (1 if signed else 0)
+    if q.size == 0 or (bits >= width and not signed):
+        return jnp.asarray(True)
+    ored = jax.lax.reduce(q, jnp.asarray(0, dtype), jax.lax.bitwise_or, tuple(range(q.ndim)))
+    return (ored >> bits) == 0 if bits < width else ored >= 0
 
 
 def _split(q, dtype) -> list[Array]:
@@ -380,17 +370,18 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     branchy scalar loop, measured 6-16x slower (3-D, 16 bits); elementwise ops, slices
     (``h[..., k]``, as :func:`geomopt.canon.sort_by_words` uses) and sorting keep the fast loops.
 
-    Errors: ``bits < 1`` or a non-integer ``bits`` (``ValueError``); a float/NaN input
-    (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError`` on
-    concrete inputs, an ``equinox`` runtime error under ``jit``).
+    Errors: ``bits < 1``, a non-integer ``bits`` or ``d = 0`` (``ValueError``); a float/NaN
+    input (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError``
+    on concrete input). Under ``jit`` coordinates are not checked (a runtime error there would
+    reach the user as an opaque ``INTERNAL`` callback error): an out-of-range coordinate is
+    reduced modulo ``2**bits`` for ``bits <= 32`` (the encoders read only its low bits, two's
+    complement for negative values). To raise under ``jit`` instead, wrap it with
+    ``geomopt.canon.checked``: ``err, h = jax.jit(checked(hilbert_index),
+    static_argnums=1)(q, bits); err.throw()``.
     """
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
-    q, bad = _check_coords(q, bits, "hilbert_index")
-    # The check is or-ed into the first word inside the kernel: or-ed into the whole output it
-    # made XLA fuse the words' loops into one branchy scalar loop (measured 15x slower).
-    zero = _guard_zero(bad, f"hilbert_index: coordinate out of range [0, 2**{bits})")
-    return _hilbert_kernel(q, bits, None, zero)
+    return _hilbert_kernel(_check_coords(q, bits, "hilbert_index"), bits)
 
 
 # Encoders: "table" for d <= _TABLE_ALWAYS_D (1-D and 2-D have 1 and 4 states, so one gather
@@ -414,11 +405,8 @@ def _encoder_mode(d: int, b: int) -> str:
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
-def _hilbert_kernel(q, bits: int, mode: str | None = None, zero=None):
-    """The index words of ``q``; ``mode`` (static) forces one encoder (tests compare them);
-    ``zero`` (a ``uint32`` scalar zero carrying a runtime check, see :func:`_guard_zero`) is
-    or-ed into the first word."""
-    zero = jnp.zeros((), jnp.uint32) if zero is None else zero
+def _hilbert_kernel(q, bits: int, mode: str | None = None):
+    """The index words of ``q``; ``mode`` (static) forces one encoder (tests compare them)."""
     dtype = _work_dtype(q.dtype)
     d = q.shape[-1]
     b = min(bits, 8 * dtype.itemsize)
@@ -426,16 +414,18 @@ def _hilbert_kernel(q, bits: int, mode: str | None = None, zero=None):
     mode = _encoder_mode(d, b) if mode is None else mode
     if mode not in _MODES:
         raise ValueError(f"encoder mode {mode!r}: expected one of {_MODES}")
+    if q.size == 0:
+        return jnp.zeros((*q.shape[:-1], n_out), jnp.uint32)
     if mode == "table":
         xs = _roll(_split(q, dtype), bits - b)
-        return _stack_last(_hilbert_words_table(xs, b, n_out)) | zero
+        return _stack_last(_hilbert_words_table(xs, b, n_out))
     q = jnp.roll(q, bits - b, axis=-1)
     if mode == "unrolled":
-        return _hilbert_words_unrolled(q, b, n_out, zero)
-    return _hilbert_words_loop(q, b, n_out) | zero
+        return _hilbert_words_unrolled(q, b, n_out)
+    return _hilbert_words_loop(q, b, n_out)
 
 
-def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "... W"]:
+def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
     """:func:`_hilbert_words` with every level unrolled, over ``q (..., d)`` (entries below
     ``2**b``), in ``uint32`` (``uint64`` for ``b > 32``).
 
@@ -448,8 +438,6 @@ def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "...
     Compile time grows with ``d * b`` (1-2 s at ``d * b = 64``); with three or more words XLA
     turned one update into a select over the whole output (measured 2x slower than the loop
     encoder at d = 8, b = 10), so this path is used up to ``_UNROLL_MAX_BITS = 64`` bits.
-    Or-ing a check into the whole output inside the same jit fused the words back into one
-    scalar loop (15x slower), so ``zero`` is or-ed into the first word here.
 
     Unlike the loop encoder, narrow types do not pay here: the loop also holds the ``uint32``
     words, so LLVM vectorises 8 points at a time whatever the coordinates' type, and x86 has no
@@ -467,7 +455,6 @@ def _hilbert_words_unrolled(q, b: int, n_out: int, zero=0) -> UInt32[Array, "...
         words = _shift_words_left(words, d)
         for k, v in parts.items():
             words[n_out - 1 - k] = words[n_out - 1 - k] | v
-    words[0] = words[0] | zero  # ``zero`` may carry a runtime check (see hilbert_index)
     # The first update becomes a plain loop fusion, which XLA CPU splits over the cores; the
     # later ones update in place on one thread. So the last word (every level) goes first.
     out = jnp.zeros((flat.shape[0], n_out), jnp.uint32)
@@ -648,8 +635,8 @@ def _check_fits_uint32(h, d: int, bits: int, name: str):
     if bits <= 32:
         return h
     high = h[..., : h.shape[-1] - d]
-    if isinstance(h, jax.core.Tracer):
-        return eqx.error_if(h, jnp.any(high != 0), f"{name}: a coordinate does not fit uint32")
+    if isinstance(h, jax.core.Tracer):  # not checked under jit (see hilbert_point)
+        return h
     if np.any(np.asarray(high) != 0):
         raise ValueError(
             f"{name}: an index with a coordinate >= 2**32 cannot be returned as uint32"
@@ -661,8 +648,9 @@ def hilbert_point(h: UInt32[Array, "... W"], d: int, bits: int) -> UInt32[Array,
     """Inverse of :func:`hilbert_index`: the grid point ``(..., d)`` (``uint32``) of each index.
 
     Matches ``HilbertCurve(bits, d).point_from_distance``. Coordinates need ``bits <= 32`` to fit
-    ``uint32``; for ``bits > 32`` an index whose point has a coordinate ``>= 2**32`` raises (on
-    concrete input) since it cannot be represented without x64.
+    ``uint32``; for ``bits > 32`` an index whose point has a coordinate ``>= 2**32`` raises on
+    concrete input, since it cannot be represented without x64 (under ``jit`` index words are
+    not checked and such an index decodes to an unspecified point).
     """
     _check_static(d, bits)
     h = _check_words(h, d, bits, "hilbert_point")
@@ -683,11 +671,10 @@ def morton_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W"
     """
     d = q.shape[-1] if hasattr(q, "shape") and len(q.shape) else 0
     _check_static(d, bits)
-    q, bad = _check_coords(q, bits, "morton_index")
+    q = _check_coords(q, bits, "morton_index")
     dtype = _work_dtype(q.dtype)
     b = min(bits, 8 * dtype.itemsize)
-    out = _interleave(_split(q, dtype), b, n_words(d, bits))
-    return _guard(out, bad, f"morton_index: coordinate out of range [0, 2**{bits})")
+    return _interleave(_split(q, dtype), b, n_words(d, bits))
 
 
 def morton_point(h: UInt32[Array, "... W"], d: int, bits: int) -> UInt32[Array, "... d"]:

@@ -16,17 +16,25 @@ after subtracting the global minimum and dividing by the global maximum). The of
 *training-time* Hilbert order (axes (z, x, y), ``floor(X * 4096)`` clamped to 4095) is
 ``geomopt.canon.official_hilbert_order``. Morton and every order in ``d != 3`` are ours.
 
-Bad input. On concrete arrays, a non-finite coordinate (NaN, +-inf) raises a ``ValueError`` and
+Bad input. Clouds are any array-like of real numbers of shape ``(..., P, d)`` with ``d >= 1``
+(``d = 0`` raises); an empty cloud (``P = 0``) has the empty permutation. Normalisation rescales
+each cloud by a power of two first, so finite coordinates up to the float maximum (+-3e38 in
+float32) get the order of the same cloud scaled down. On concrete arrays, a non-finite
+coordinate (NaN, +-inf), a float64 coordinate beyond float32's range (without x64) and, for
+integer clouds, a coordinate outside ``[0, 2**bits)`` raise a ``ValueError``, and
 :func:`canonize` rejects an order that is not a permutation. Under ``jit`` values cannot be
-checked eagerly; the contract there is NaN propagation: :func:`canonize` returns NaN in every
+checked eagerly (and a runtime error would reach the user as an opaque ``INTERNAL`` callback
+error); the contract there is NaN propagation: :func:`canonize` returns NaN in every
 coordinate of a cloud that has a non-finite coordinate or whose order is not a permutation
-(float clouds), and the order functions return some permutation (unspecified) for such a cloud.
-To raise instead, wrap an order with :func:`checked` (``jax.experimental.checkify``):
+(float clouds), the order functions return some permutation for such a cloud, and integer
+coordinates are reduced modulo ``2**bits``. To raise instead, wrap an order with
+:func:`checked` (``jax.experimental.checkify``):
 ``err, perm = jax.jit(checked(hilbert_order))(x); err.throw()``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Literal
 
@@ -35,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, Integer, UInt32
 
-from geomopt.canon._curves import hilbert_index, morton_index
+from geomopt.canon._curves import _check_coords, _coords_in_range, hilbert_index, morton_index
 
 __all__ = [
     "Normalize",
@@ -58,39 +66,99 @@ OrderName = Literal["identity", "lex", "hilbert", "morton"]
 
 
 def _check_cloud(x, name: str) -> Array:
-    if not hasattr(x, "shape") or len(x.shape) < 2:
-        raise ValueError(
-            f"{name}: cloud of shape {getattr(x, 'shape', None)}; expected (..., P, d)"
-        )
-    if not isinstance(x, jax.core.Tracer):
-        arr = np.asarray(x)
-        if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
-            bad = arr[~np.isfinite(arr)].flat[0]
-            where = tuple(int(i[0]) for i in np.nonzero(~np.isfinite(arr)))
+    """``x`` as a JAX array of shape ``(..., P, d)``, ``d >= 1`` (any array-like; ``P = 0`` is
+    allowed). On concrete input: finite real numbers that fit the dtype JAX will use."""
+    traced = isinstance(x, jax.core.Tracer)
+    if not traced:
+        try:
+            arr = np.asarray(x)
+        except (TypeError, ValueError):
             raise ValueError(
-                f"{name}: cloud contains a non-finite coordinate ({bad} at index {where}); "
-                "expected finite values (no NaN or inf)"
+                f"{name}: cloud {type(x).__name__} is not a rectangular array; "
+                "expected real numbers of shape (..., P, d)"
+            ) from None
+        if not jnp.issubdtype(arr.dtype, jnp.number) or jnp.issubdtype(
+            arr.dtype, jnp.complexfloating
+        ):
+            raise ValueError(
+                f"{name}: cloud of dtype {arr.dtype}; expected real numbers of shape (..., P, d)"
+            )
+    shape = tuple(x.shape) if traced else arr.shape
+    if len(shape) < 2 or shape[-1] == 0:
+        raise ValueError(f"{name}: cloud of shape {shape}; expected (..., P, d) with d >= 1")
+    if traced or not jnp.issubdtype(arr.dtype, jnp.floating):
+        return jnp.asarray(x)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        where = tuple(int(i[0]) for i in np.nonzero(bad))
+        raise ValueError(
+            f"{name}: cloud contains a non-finite coordinate ({arr[where]} at index {where}); "
+            "expected finite values (no NaN or inf)"
+        )
+    target = jax.dtypes.canonicalize_dtype(arr.dtype)
+    if target != arr.dtype and arr.size:
+        top = float(jnp.finfo(target).max)
+        big = np.abs(arr) > top
+        if big.any():
+            where = tuple(int(i[0]) for i in np.nonzero(big))
+            raise ValueError(
+                f"{name}: coordinate {arr[where]} at index {where} overflows {target} (JAX "
+                f"without x64); expected |x| <= {top:.4g}: rescale the cloud or enable x64"
             )
     return jnp.asarray(x)
 
 
 def checked(order_fn: Callable[..., Array]) -> Callable[..., tuple]:
     """``order_fn`` under ``jax.experimental.checkify``: returns ``(err, perm)``; ``err.throw()``
-    raises if the cloud had a non-finite coordinate. Works under ``jit`` (the eager check of the
-    order functions cannot see traced values)."""
+    raises if the cloud had a non-finite coordinate, an integer coordinate outside
+    ``[0, 2**bits)`` (functions with a ``bits`` argument: the orders, ``hilbert_index``,
+    ``morton_index``) or, with ``normalize="none"``, a value outside ``[0, 1]``. Works under
+    ``jit`` (the eager checks of the order functions cannot see traced values). Only the cloud
+    (first argument) is traced; the other arguments (``bits``, ``normalize``) stay Python
+    values, so ``jax.jit(checked(hilbert_index), static_argnums=1)(q, bits)`` works."""
     from jax.experimental import checkify
 
-    def inner(x, *args, **kwargs):
-        x = jnp.asarray(x)
-        if jnp.issubdtype(x.dtype, jnp.floating):
-            checkify.check(
-                jnp.all(jnp.isfinite(x)),
-                f"{getattr(order_fn, '__name__', 'order')}: cloud contains a non-finite "
-                "coordinate; expected finite values",
-            )
-        return order_fn(x, *args, **kwargs)
+    fname = getattr(order_fn, "__name__", "order")
+    try:
+        signature = inspect.signature(order_fn)
+    except (TypeError, ValueError):
+        signature = None
 
-    return checkify.checkify(inner)
+    def with_checks(x, *args, **kwargs):
+        bound = {}
+        if signature is not None:
+            b = signature.bind_partial(x, *args, **kwargs)
+            b.apply_defaults()
+            bound = b.arguments
+        bits = bound.get("bits")
+
+        def inner(x):
+            if jnp.issubdtype(x.dtype, jnp.floating):
+                checkify.check(
+                    jnp.all(jnp.isfinite(x)),
+                    f"{fname}: cloud contains a non-finite coordinate; expected finite values",
+                )
+                if bound.get("normalize") == "none" and x.size:
+                    checkify.check(
+                        (jnp.min(x) >= 0) & (jnp.max(x) <= 1),
+                        f"{fname}: values in [{{lo}}, {{hi}}] with normalize='none'; "
+                        "expected [0, 1]",
+                        lo=jnp.min(x),
+                        hi=jnp.max(x),
+                    )
+            elif isinstance(bits, (int, np.integer)) and x.size:
+                checkify.check(
+                    _coords_in_range(x, int(bits)),
+                    f"{fname}: coordinates in [{{lo}}, {{hi}}]; expected integers in "
+                    f"[0, 2**{bits})",
+                    lo=jnp.min(x),
+                    hi=jnp.max(x),
+                )
+            return order_fn(x, *args, **kwargs)
+
+        return checkify.checkify(inner)(jnp.asarray(x))
+
+    return with_checks
 
 
 def normalize_cloud(x: Float[Array, "... P d"], normalize: Normalize = "global") -> Array:
@@ -102,19 +170,42 @@ def normalize_cloud(x: Float[Array, "... P d"], normalize: Normalize = "global")
       the shifted cloud (the official classification setting; keeps the aspect ratio).
     - ``"none"``: no change (the caller guarantees ``[0, 1]``).
 
-    A constant cloud (zero scale) maps to zeros rather than dividing by zero.
+    A constant cloud (zero scale) maps to zeros rather than dividing by zero; an empty one
+    (``P = 0``) stays empty. Integer clouds are converted to floats first. Each cloud is first
+    multiplied by the power of two that brings its largest magnitude into ``[1/2, 1)``: exact,
+    so the result is unchanged for ordinary clouds, but the shift cannot overflow (float32
+    coordinates of -3e38 and 3e38) and the division by the scale cannot flush to zero (XLA on
+    CPU divides by multiplying with the reciprocal, which is flushed to zero below ``2**-126``,
+    i.e. for a scale above about 8.5e37).
     """
-    x = _check_cloud(x, "normalize_cloud")
-    if normalize == "none":
-        return x
-    if normalize == "global":
-        shifted = x - jnp.min(x, axis=(-2, -1), keepdims=True)
-    elif normalize == "per_axis":
-        shifted = x - jnp.min(x, axis=-2, keepdims=True)
-    else:
+    if normalize not in ("global", "per_axis", "none"):
         raise ValueError(f"normalize {normalize!r}: expected 'global', 'per_axis' or 'none'")
-    scale = jnp.max(shifted, axis=(-2, -1), keepdims=True)
+    x = _check_cloud(x, "normalize_cloud")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    if normalize == "none" or x.size == 0:
+        return x
+    whole = (-2, -1)
+    lo = jnp.min(x, axis=whole if normalize == "global" else -2, keepdims=True)
+    hi = jnp.max(x, axis=whole, keepdims=True)
+    magnitude = jnp.maximum(jnp.abs(jnp.min(lo, axis=-1, keepdims=True)), jnp.abs(hi))
+    exponent = jnp.frexp(magnitude)[1]  # magnitude = m 2**exponent, m in [1/2, 1)
+    half = exponent // 2  # two factors, each a normal float for every finite magnitude
+    shifted = x
+    for k in (half, exponent - half):
+        shifted, lo = shifted * _pow2(-k, x.dtype), lo * _pow2(-k, x.dtype)
+    shifted = shifted - lo
+    scale = jnp.max(shifted, axis=whole, keepdims=True)
     return shifted / jnp.where(scale > 0, scale, jnp.ones_like(scale))
+
+
+def _pow2(k: Integer[Array, "..."], dtype) -> Array:
+    """``2.0**k`` in the float type ``dtype``, exactly, from its bits (``k`` within the normal
+    exponent range; ``jnp.ldexp`` goes through ``pow``)."""
+    info = jnp.finfo(dtype)
+    word = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(dtype).itemsize]
+    biased = (k + (info.maxexp - 1)).astype(word)
+    return jax.lax.bitcast_convert_type(biased << info.nmant, dtype)
 
 
 def quantize(
@@ -124,15 +215,16 @@ def quantize(
     (:func:`normalize_cloud`), as in the official code, as ``uint32`` in ``[0, 2**bits)``.
 
     ``bits`` must be in ``[1, 32]``. With ``normalize="none"`` the input must lie in ``[0, 1]``
-    (checked eagerly on concrete input). Above 24 bits float32 cannot resolve every grid value;
-    the product is then capped at the largest float not above ``2**bits - 1`` (a rounding guard,
-    not a clip of bad input).
+    (checked eagerly on concrete input). The product is computed in the cloud's float type (at
+    least float32). Above 24 bits float32 cannot resolve every grid value: the factor
+    ``2**bits - 1`` rounds to ``2**bits`` and the product is capped at the largest float not
+    above ``2**bits - 1`` (a rounding guard, not a clip of bad input), so at 32 bits the grid
+    values are multiples of 256 up to ``2**32 - 256`` for points in the upper half of the cloud.
     """
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 32:
         raise ValueError(f"bits {bits!r}: expected an integer in [1, 32]")
     x = _check_cloud(x, "quantize")
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.float32)
+    x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
     if normalize == "none" and not isinstance(x, jax.core.Tracer):
         arr = np.asarray(x)
         if arr.size and (arr.min() < 0 or arr.max() > 1):
@@ -141,10 +233,9 @@ def quantize(
                 "expected [0, 1]"
             )
     unit = normalize_cloud(x, normalize)
-    top = np.asarray(2**bits - 1, dtype=np.float64).astype(x.dtype)
-    if float(top) > 2**bits - 1:
-        top = np.nextafter(top, np.asarray(0, x.dtype))
-    grid = jnp.minimum(jnp.floor(unit * (2**bits - 1)), jnp.asarray(top, x.dtype))
+    factor = np.asarray(2**bits - 1, dtype=np.float64).astype(x.dtype)
+    top = factor if float(factor) <= 2**bits - 1 else np.nextafter(factor, factor.dtype.type(0))
+    grid = jnp.minimum(jnp.floor(unit * factor), top)
     return grid.astype(jnp.uint32)
 
 
@@ -174,9 +265,11 @@ def lex_order(x: Float[Array, "... P d"]) -> Int[Array, "... P"]:
     return _argsort_keys([x[..., i] for i in range(x.shape[-1])])
 
 
-def _grid(x, bits: int, normalize: Normalize) -> Integer[Array, "... P d"]:
+def _grid(x, bits: int, normalize: Normalize, name: str) -> Integer[Array, "... P d"]:
+    """Integer clouds as grid coordinates (checked eagerly against ``[0, 2**bits)``), float
+    clouds quantised."""
     if jnp.issubdtype(x.dtype, jnp.integer):
-        return x
+        return _check_coords(x, bits, name)
     return quantize(x, bits, normalize=normalize)
 
 
@@ -190,7 +283,7 @@ def hilbert_order(
     coordinates in ``[0, 2**bits)``. Ties (same cell) keep the input order.
     """
     x = _check_cloud(x, "hilbert_order")
-    return sort_by_words(hilbert_index(_grid(x, bits, normalize), bits))
+    return sort_by_words(hilbert_index(_grid(x, bits, normalize, "hilbert_order"), bits))
 
 
 def morton_order(
@@ -198,7 +291,7 @@ def morton_order(
 ) -> Int[Array, "... P"]:
     """Order points along the Morton (z-order) curve; quantisation as in :func:`hilbert_order`."""
     x = _check_cloud(x, "morton_order")
-    return sort_by_words(morton_index(_grid(x, bits, normalize), bits))
+    return sort_by_words(morton_index(_grid(x, bits, normalize, "morton_order"), bits))
 
 
 ORDERS: dict[str, Callable[..., Array]] = {
