@@ -25,7 +25,7 @@ def test_smoke_run_layout_headline_and_figure(tmp_path):
     n_rows = cfg.n_data_seeds * len(cfg.kinds) * len(cfg.dims) * len(cfg.strides)
     assert len(rec.metrics) == n_rows
     assert {r["data_seed"] for r in rec.metrics} == {0, 1}
-    for kind in ("lex", "hilbert", "morton", "unsorted", "group_avg", "deepsets"):
+    for kind in ("lex", "hilbert", "morton", "unsorted", "perm_sample_avg", "deepsets"):
         assert kind in cfg.kinds
         assert {f"acc/{kind}/d2", f"gap/{kind}/d2", f"gap_slope/{kind}"} <= set(out.headline)
         assert 0.0 <= out.headline[f"acc/{kind}/d2"] <= 1.0

@@ -54,7 +54,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "_models": [
             "CanonMLP",
             "DeepSets",
-            "GroupAveraged",
+            "PermutationSampleAverage",
             "make_model",
             "official_hilbert_order",
             "point_dropout",

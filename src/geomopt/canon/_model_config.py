@@ -16,7 +16,7 @@ MODEL_KINDS = (
     "hilbert",
     "morton",
     "unsorted",
-    "group_avg",
+    "perm_sample_avg",
     "deepsets",
     "transformer_lex",
     "transformer_hilbert",
@@ -54,7 +54,7 @@ class ModelConfig:
     bits: int = 12
     """Bits per axis of the Hilbert / Morton quantisation (official 12)."""
     n_perms: int = 8
-    """K, random permutations averaged by the group-averaged MLP."""
+    """K, random permutations averaged by `perm_sample_avg` (not invariant for K < P!)."""
     deepsets_width: int = 128
     """Width of the DeepSets per-point and head MLPs."""
     deepsets_depth: int = 2
@@ -101,7 +101,7 @@ ORDER_PRESETS: dict[str, dict[str, float]] = {
 }
 # Not in the official experiment: these reuse the closest official setting (stated in the README).
 ORDER_PRESETS["morton"] = ORDER_PRESETS["hilbert"]
-ORDER_PRESETS["group_avg"] = ORDER_PRESETS["unsorted"]
+ORDER_PRESETS["perm_sample_avg"] = ORDER_PRESETS["unsorted"]
 ORDER_PRESETS["deepsets"] = ORDER_PRESETS["unsorted"]
 for _s in ("lex", "hilbert", "morton"):
     ORDER_PRESETS[f"transformer_{_s}"] = ORDER_PRESETS[_s]

@@ -1,4 +1,5 @@
-"""Point-cloud classifiers: the official canonized MLP, the unsorted MLP, group averaging, DeepSets.
+"""Point-cloud classifiers: the official canonized MLP, the unsorted MLP, the MLP averaged over
+sampled permutations, DeepSets.
 
 Every model acts on ONE cloud ``(P, d)`` and returns class logits ``(n_classes,)``; the caller
 vmaps over clouds. Dropout is active only when a ``key`` is passed (training).
@@ -15,10 +16,13 @@ vmaps over clouds. Dropout is active only when a ``key`` is passed (training).
   ``hilbert`` (the official training-time convention, :func:`official_hilbert_order`: official
   in 3-D), ``morton`` (same quantisation, z-order; not in the official code) and ``identity``
   (the official unsorted ``ply`` baseline).
-- :class:`GroupAveraged` -- not in the official code: the unsorted MLP averaged over ``K``
-  random permutations, ``f_K(X) = (1/K) sum_k f(X[pi_k])`` (a Monte-Carlo estimate of the
-  permutation-group average; exactly invariant only as K covers the group). Training draws fresh
-  permutations from the dropout key; evaluation uses ``K`` fixed permutations from ``perm_seed``.
+- :class:`PermutationSampleAverage` (kind ``perm_sample_avg``) -- not in the official code: the
+  unsorted MLP averaged over ``K`` random permutations, ``f_K(X) = (1/K) sum_k f(X[pi_k])``. It is
+  **not invariant**: a Monte-Carlo estimate of the permutation-group average (the group has P!
+  elements; K = 4-8 of them are averaged), so permuting the input changes the output (tested).
+  It stands in for the paper's group-averaged model, which is exactly invariant only as K covers
+  the group. Training draws fresh permutations from the dropout key; evaluation uses ``K`` fixed
+  permutations from ``perm_seed``.
 - :class:`DeepSets` -- not in the official permutation experiment (ours): a shared per-point
   ``equinox.nn.MLP`` on the Fourier features, mean pooling, ``equinox.nn.MLP`` head.
 
@@ -46,7 +50,7 @@ __all__ = [
     "FourierMap",
     "ResidualBlock",
     "CanonMLP",
-    "GroupAveraged",
+    "PermutationSampleAverage",
     "DeepSets",
     "make_model",
     "point_dropout",
@@ -235,7 +239,7 @@ class CanonMLP(eqx.Module):
         return self.apply(self.canonical(x), key=key)
 
 
-class GroupAveraged(eqx.Module):
+class PermutationSampleAverage(eqx.Module):
     """The unsorted MLP averaged over ``K`` random point permutations (module docstring)."""
 
     base: CanonMLP
@@ -265,7 +269,7 @@ class GroupAveraged(eqx.Module):
         return jnp.mean(logits, axis=0)
 
     def __call__(self, x: Float[Array, "P d"], *, key: PRNGKeyArray | None = None) -> Array:
-        _check_cloud(x, self.base.n_points, self.base.d, "GroupAveraged")
+        _check_cloud(x, self.base.n_points, self.base.d, "PermutationSampleAverage")
         return self.apply(normalize_cloud(x, "per_axis"), key=key)
 
 
@@ -310,8 +314,8 @@ def make_model(
         return CanonMLP(n_points, d, n_classes, cfg, order=kind, key=key)
     if kind == "unsorted":
         return CanonMLP(n_points, d, n_classes, cfg, order="identity", key=key)
-    if kind == "group_avg":
-        return GroupAveraged(n_points, d, n_classes, cfg, key=key)
+    if kind == "perm_sample_avg":
+        return PermutationSampleAverage(n_points, d, n_classes, cfg, key=key)
     if kind == "deepsets":
         return DeepSets(n_points, d, n_classes, cfg, key=key)
     if kind.startswith("transformer_") and kind in MODEL_KINDS:

@@ -45,7 +45,7 @@ class ModelNetConfig:
     dataset: Literal["modelnet10", "modelnet40"] = "modelnet10"
     """Which data set (official default: ModelNet10)."""
     kinds: tuple[str, ...] = ("lex", "hilbert", "unsorted")
-    """Models (official: lex, hilbert, unsorted = the official "ply"; also morton, group_avg,
+    """Models (official: lex, hilbert, unsorted = the official "ply"; also morton, perm_sample_avg,
     deepsets, transformer_*)."""
     strides: tuple[int, ...] = (1, 2, 4, 8)
     """Train on every stride-th training cloud (official data-scarcity table: 1, 2, 4, 8)."""
