@@ -92,7 +92,10 @@ def test_covering_smoke_and_missing_modelnet(tmp_path):
     _check_layout(out, keys)
     _check_key_numbers(exp, out)
     means = _check_intervals(out.headline)
-    assert set(means) >= {"slope/d2/wass", "ratio/d3/lex", "growth/lex/exp_rate"}
+    assert set(means) >= {"slope/d2/wass", "ratio/d3/lex", "growth/lex/exp_rate",
+                          "slope_diff/d3/hilbert_vs_lex"}  # fmt: skip
+    h = out.headline
+    assert h["slope_diff/d2/lex_vs_wass"] == pytest.approx(h["slope/d2/lex"] - h["slope/d2/wass"])
     rows = out.path.joinpath("metrics.jsonl").read_text()
     assert '"data_seed": 0' in rows and '"data_seed": 1' in rows
     figs = plot_run(exp, out.path, tmp_path / "figures")
@@ -141,6 +144,7 @@ def test_covering_digits_smoke(tmp_path):
     out = execute(exp, cfg, preset="smoke", out=tmp_path)
     keys = {f"digits/slope/{k}" for k in ("l2", "lex", "hilbert", "wass")}
     keys |= {f"digits/ratio/{k}/ci_hi" for k in ("l2", "lex", "hilbert")} | {"digits/order"}
+    keys |= {"digits/slope_diff/hilbert_vs_lex", "digits/slope_diff/hilbert_vs_wass/ci_lo"}
     _check_layout(out, keys)
     assert not any(k.startswith("slope/d") for k in out.headline)
     _check_intervals(out.headline)
