@@ -222,6 +222,23 @@ def test_vmapped_seeds_equal_separate_runs():
     assert not np.allclose(loss_a[0], loss_b[1])
 
 
+def test_equal_steps_trains_scarce_fractions_as_long_as_the_full_set():
+    """``equal_steps``: at stride 1 the official loop unchanged (bitwise); at stride 4 four
+    passes over the subset per epoch, so after 2 epochs the loss is far below the official
+    recipe's (a quarter of the steps)."""
+    x, y = _easy_problem(64)
+    inp = prepare_inputs("lex", x, TINY.model)
+    kw = dict(n_points=8, d=2, max_passes=4)
+    short = dataclasses.replace(TINY, epochs=2)
+    eq = dataclasses.replace(short, equal_steps=True)
+    _, official, _ = train_models("lex", inp, y, 2, short, [0, 1], stride=1, n_points=8, d=2)
+    _, same, _ = train_models("lex", inp, y, 2, eq, [0, 1], stride=1, n_points=8, d=2)
+    np.testing.assert_array_equal(official, same)
+    _, few, _ = train_models("lex", inp, y, 2, short, [0, 1], stride=4, **kw)
+    _, many, _ = train_models("lex", inp, y, 2, eq, [0, 1], stride=4, **kw)
+    assert np.all(many[:, -1] < 0.8 * few[:, -1])
+
+
 def test_fast_compile_trains_the_same_models():
     """`TrainConfig.fast_compile` (the smoke presets) changes how XLA compiles the loops, not
     what they compute: the same loss curves, accuracies and predictions as the default."""

@@ -99,3 +99,65 @@ def test_base_dim_keeps_cloud_distances_across_d_and_is_checked():
         exp_classify.validate(
             dataclasses.replace(exp_classify.EXPERIMENT.presets["smoke"], base_dim=99)
         )
+
+
+def _rows(slopes: dict[str, list[float]], dims, strides=(1, 4), n_model=3):
+    """Synthetic metrics rows: per data seed s the gap of ``kind`` is 0.1 + slopes[kind][s] * d
+    plus model-seed noise that averages to zero."""
+    rows = []
+    for kind, per_seed in slopes.items():
+        for s, b in enumerate(per_seed):
+            for d in dims:
+                for stride in strides:
+                    mean = 0.1 + b * d + 0.01 * s
+                    gap = [mean + e for e in np.linspace(-0.02, 0.02, n_model)]
+                    test = [0.9 - g for g in gap]
+                    row = dict(kind=kind, d=d, stride=stride, data_seed=s, gap=gap, test_acc=test,
+                               train_acc=[0.9] * n_model, loss_change=[0.0] * n_model)  # fmt: skip
+                    for key in ("gap", "test_acc", "train_acc"):
+                        row[key + "_mean"] = float(np.mean(row[key]))
+                    rows.append(row)
+    return rows
+
+
+def test_contrast_takes_the_data_seed_as_the_unit_of_replication():
+    from scipy import stats
+
+    lex, hil = [0.02, 0.00, 0.03, 0.01], [0.01, 0.01, 0.00, 0.00]
+    dims = (2, 4, 8, 12)
+    out = exp_classify.summarise(_rows({"lex": lex, "hilbert": hil}, dims), ("lex", "hilbert"),
+                                 dims, 4)  # fmt: skip
+    diff = np.subtract(lex, hil)
+    half = stats.t.ppf(0.975, 3) * diff.std(ddof=1) / 2.0
+    name = "contrast/gap_slope/lex_minus_hilbert"
+    assert out[name] == pytest.approx(diff.mean())
+    assert out[name + "/ci_lo"] == pytest.approx(diff.mean() - half)
+    assert out[name + "/ci_hi"] == pytest.approx(diff.mean() + half)
+    assert out[name + "/mde80"] == pytest.approx(
+        (stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * diff.std(ddof=1) / 2.0
+    )
+    assert out["contrast/n_data_seeds"] == 4 and out["contrast/n_model_seeds"] == 3
+    assert out["gap_slope/lex"] == pytest.approx(np.mean(lex))
+    # test accuracy = 0.9 - gap: its slope contrast at the scarce fraction is the negative
+    assert out["contrast/acc_slope_scarce/lex_minus_hilbert"] == pytest.approx(-diff.mean())
+    assert out["contrast/gap/lex_minus_hilbert/d12"] == pytest.approx(12 * diff.mean())
+    table = exp_classify.contrast_table(_rows({"lex": lex, "hilbert": hil}, dims),
+                                        ("lex", "hilbert"), dims, 4, out)  # fmt: skip
+    assert f"{diff.mean():+.4f}" in table and "4 x 3" in table
+
+
+def test_one_d_reports_per_d_contrasts_without_slopes():
+    out = exp_classify.summarise(_rows({"lex": [0.0, 0.01], "hilbert": [0.0, 0.0]}, (2,)),
+                                 ("lex", "hilbert"), (2,), 4)  # fmt: skip
+    assert not any("slope" in k for k in out)
+    assert out["contrast/gap/lex_minus_hilbert/d2"] == pytest.approx(0.01)
+    assert [k for k, v in out.items() if v != v] == []
+
+
+def test_digits_config_is_checked():
+    base = exp_classify.EXPERIMENT.presets["digits"]
+    exp_classify.validate(base)
+    with pytest.raises(ValueError, match=r"dims=\(2, 3\): expected \(2,\)"):
+        exp_classify.validate(dataclasses.replace(base, dims=(2, 3)))
+    with pytest.raises(ValueError, match="at most the 1797"):
+        exp_classify.validate(dataclasses.replace(base, n_train=2000))

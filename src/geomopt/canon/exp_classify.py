@@ -311,9 +311,9 @@ def summarise(rows, kinds, dims, scarce: int) -> dict[str, float]:
                     continue
                 v = per_data_seed(rows, kind, d, stride, key)
                 out[f"{name}/{kind}/d{d}"] = float(np.mean(list(v.values()))) if v else np.nan
-        _ci_keys(
-            out, f"gap_slope/{kind}", slopes_per_data_seed(rows, kind, dims, 1, "gap").values()
-        )
+        if len(dims) > 1:
+            slopes = slopes_per_data_seed(rows, kind, dims, 1, "gap").values()
+            _ci_keys(out, f"gap_slope/{kind}", slopes)
     fits = [(t, c) for r in rows for t, c in zip(r["train_acc"], r["loss_change"], strict=True)]
     if fits:
         t, c = np.asarray(fits, float).T
@@ -324,14 +324,15 @@ def summarise(rows, kinds, dims, scarce: int) -> dict[str, float]:
     lex, hil = CONTRAST
     if not (lex in kinds and hil in kinds):
         return out
-    name = "contrast/gap_slope/lex_minus_hilbert"
-    diff = _difference(*(slopes_per_data_seed(rows, k, dims, 1, "gap") for k in CONTRAST))
-    _ci_keys(out, name, diff)
-    sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan
-    out[name + "/mde80"] = min_detectable_effect(sd, len(diff))
-    out["contrast/n_data_seeds"] = float(len(diff))
+    out["contrast/n_data_seeds"] = float(len({r.get("data_seed", 0) for r in rows}))
     out["contrast/n_model_seeds"] = float(len(rows[0]["gap"]))
-    if scarce > 1:
+    if len(dims) > 1:
+        name = "contrast/gap_slope/lex_minus_hilbert"
+        diff = _difference(*(slopes_per_data_seed(rows, k, dims, 1, "gap") for k in CONTRAST))
+        _ci_keys(out, name, diff)
+        sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan
+        out[name + "/mde80"] = min_detectable_effect(sd, len(diff))
+    if scarce > 1 and len(dims) > 1:
         for key, label in (("gap", "gap_slope_scarce"), ("test_acc", "acc_slope_scarce")):
             diff = _difference(
                 *(slopes_per_data_seed(rows, k, dims, scarce, key) for k in CONTRAST)
@@ -376,16 +377,17 @@ def contrast_table(rows, kinds, dims, scarce: int, out: dict) -> str:
             key = f"contrast/{lab}/lex_minus_hilbert/d{d}"
             if key in out:
                 lines.append(f"| {lab}, d = {d} | {_fmt(out, key)} |")
-    if "contrast/n_data_seeds" in out:
+    if "contrast/gap_slope/lex_minus_hilbert/mde80" in out:
         lines.append(
             f"| smallest gap-slope contrast detected with 80 % power | "
             f"{out['contrast/gap_slope/lex_minus_hilbert/mde80']:.4f} |"
         )
+    if "contrast/n_data_seeds" in out:
         lines.append(
             f"| data seeds x model seeds | {int(out['contrast/n_data_seeds'])} x "
             f"{int(out['contrast/n_model_seeds'])} |"
         )
-    for kind in kinds:
+    for kind in kinds if len(dims) > 1 else ():
         lines.append(f"| gap slope of {kind} (per unit d) | {_fmt(out, f'gap_slope/{kind}', 4)} |")
     return "\n".join(lines)
 
