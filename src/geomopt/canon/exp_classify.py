@@ -82,7 +82,7 @@ class ClassifyConfig:
     n_data_seeds: int = 5
     """Data sets (the unit of replication): each draws new templates, modes, frame and clouds."""
     train: TrainConfig = TrainConfig(
-        epochs=30, batch=32, equal_steps=True, model=ModelConfig(mlp_dims=(128, 64, 32))
+        epochs=60, batch=16, equal_steps=True, model=ModelConfig(mlp_dims=(128, 64, 32))
     )
     """Training recipe and architecture: the official per-order settings, widths halved
     (official 256 / 128 / 64) to fit the quick preset's budget on a CPU."""
@@ -612,7 +612,7 @@ EXPERIMENT = Experiment(
         "compilation (seconds)",
         "quick": "the replicated contrast: lex and Hilbert MLPs (official per-order settings, "
         "widths 128/64/32), d = 2/4/8/12, fractions 1..1/8 at equal steps, 5 data sets x 3 "
-        "model seeds, 256 clouds of 256 points, 30 epochs (CPU, about an hour; see "
+        "model seeds, 256 clouds of 256 points, 60 epochs of batch 16 (CPU, about an hour; see "
         "README_classify.md)",
         "digits": "sklearn's digits as 2-D point clouds of 64 points, every model, 5 data sets "
         "x 3 model seeds",
