@@ -582,7 +582,7 @@ EXPERIMENT = Experiment(
         ),
         "quick": ClassifyConfig(),
         "digits": ClassifyConfig(
-            kinds=ALL_KINDS, task="digits", dims=(2,), n_points=64, n_train=1024, n_test=512
+            kinds=ALL_KINDS, task="digits", dims=(2,), n_points=64, n_train=512, n_test=512
         ),
         "transformer": ClassifyConfig(
             kinds=TRANSFORMERS + ("deepsets",),
