@@ -167,7 +167,7 @@ def test_covering_mean_ci_matches_scipy():
     v = np.array([0.3, -0.1, 0.7, 0.2, 0.4])
     lo, hi = stats.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=stats.sem(v))
     assert mean_ci(v) == pytest.approx((v.mean(), lo, hi))
-    assert all(math.isnan(x) for x in mean_ci([1.0, float("nan")]))
+    assert all(math.isnan(x) for x in mean_ci([1.0, float("nan"), 2.0]))
 
 
 @pytest.mark.parametrize(

@@ -153,19 +153,17 @@ def validate(cfg: CoveringConfig) -> None:
                        "modelnet_points", cfg.modelnet_points)  # fmt: skip
 
 
-def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: the mean of ``values`` (one per data seed) and its Student-t
-    interval ``mean -+ t_{(1+level)/2, n-1} s / sqrt(n)`` (``s`` the sample standard deviation);
-    NaN if a value is NaN or there are fewer than two."""
+def mean_ci(values) -> tuple[float, float, float]:
+    """``(mean, lo, hi)`` over data seeds: :func:`geomopt.stats.mean_ci` (95 % Student-t),
+    except that a seed whose value is NaN (no slope or ratio to fit, see ``_nan_reason``) makes
+    all three NaN, so the run still reports and says why."""
     import numpy as np
-    from scipy.stats import t
 
-    v = np.asarray(values, float)
-    if len(v) < 2 or not np.isfinite(v).all():
+    from geomopt.stats import mean_ci as t_interval
+
+    if not np.isfinite(np.asarray(values, float)).all():
         return float("nan"), float("nan"), float("nan")
-    m = float(v.mean())
-    half = float(t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-    return m, m - half, m + half
+    return t_interval(values)
 
 
 def _put(headline: dict, key: str, values) -> None:
