@@ -136,9 +136,9 @@ class TrainConfig:
     """Architecture (and the hyperparameters when `use_order_presets` is False)."""
     equal_steps: bool = False
     """Train every fraction 1/stride for as many optimizer steps as the full training set
-    (each epoch passes over the 1/stride subset ``stride`` times, reshuffled each pass), so that
+    (each epoch passes over the 1/stride subset `stride` times, reshuffled each pass), so that
     scarce fractions are trained to the same degree. False: the official recipe, the same number
-    of epochs (``1/stride`` of the steps) at every fraction."""
+    of epochs (1/stride of the steps) at every fraction."""
     fast_compile: bool = False
     """Compile the training and prediction loops with XLA's LLVM optimisations off: about half
     the compile time, slower steps (for smoke runs, where compiling dominates)."""

@@ -485,7 +485,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     rows = aggregate(rec.metrics)
     kinds = [k for k in cfg["kinds"] if any(r["kind"] == k for r in rows)]
     dims = sorted({r["d"] for r in rows})
-    fig, axes = plotting.figure(2, 3, width=4.0, height=2.8)
+    fig, axes = plotting.figure(3, 2, width=4.0, height=2.8)
     full = [r for r in rows if r["stride"] == 1]
     draw_sweep(full, kinds, "d", axes[:, 0], xs_ticks=dims)
     axes[1, 0].set_xlabel("point dimension d (full training set)")
