@@ -112,7 +112,7 @@ class CoveringConfig:
     modelnet_dataset: Literal["modelnet40", "modelnet10"] = "modelnet40"
     """Which ModelNet the folder holds."""
     modelnet_points: int = 256
-    """Points per ModelNet cloud (official covering: 256; taken by stride from the 2048)."""
+    """Points per ModelNet cloud (official covering: 256; a seeded random subset of the 2048)."""
     modelnet_max_test: int = 64
     """ModelNet test clouds used (the first ones; 0 = all; Hungarian costs n_test * n_train)."""
     modelnet_max_train: int = 512
@@ -279,8 +279,8 @@ def digits_split(cfg: CoveringConfig, data_seed: int):
 
 def _modelnet(cfg: CoveringConfig):
     """ModelNet for the covering proxies (:func:`geomopt.canon._data.load_modelnet_covering`:
-    ``modelnet_points`` points by the stride rule, the covering normalisation), cut to the first
-    ``modelnet_max_test`` / ``modelnet_max_train`` clouds; test classes absent from the cut
+    ``modelnet_points`` points as a seeded random subset, the covering normalisation), cut to
+    the first ``modelnet_max_test`` / ``modelnet_max_train`` clouds; test classes absent from the cut
     training set are dropped."""
     import numpy as np
 
