@@ -280,8 +280,8 @@ def digits_split(cfg: CoveringConfig, data_seed: int):
 def _modelnet(cfg: CoveringConfig):
     """ModelNet for the covering proxies (:func:`geomopt.canon._data.load_modelnet_covering`:
     ``modelnet_points`` points as a seeded random subset, the covering normalisation), cut to
-    the first ``modelnet_max_test`` / ``modelnet_max_train`` clouds; test classes absent from the cut
-    training set are dropped."""
+    the first ``modelnet_max_test`` / ``modelnet_max_train`` clouds; test classes absent from the
+    cut training set are dropped."""
     import numpy as np
 
     from geomopt.canon._data import load_modelnet_covering
