@@ -20,16 +20,16 @@ def test_table_encoder_matches_hilbertcurve(d, bits):
     assert [int(v) for v in ours] == [curve.distance_from_point(p) for p in q.tolist()]
 
 
-# Unrolled encoder (the default up to 64 index bits): one and two output words, d from 1 to 64,
-# bits from 1 to 32, and bits > 32 (rolled levels).
+# Unrolled encoder (forced; the default up to 64 index bits for d >= 5 and for few bits at
+# d <= 4): one and two output words, d from 1 to 64, bits from 1 to 32, and bits > 32 (rolled
+# levels).
 UNROLLED = [(1, 9), (1, 40), (2, 16), (2, 32), (3, 7), (3, 16), (3, 21), (4, 16), (5, 12)]
 UNROLLED += [(6, 10), (7, 9), (8, 8), (11, 5), (16, 4), (21, 3), (32, 2), (64, 1), (2, 33)]
 
 
 @pytest.mark.parametrize("d,bits", UNROLLED)
 def test_unrolled_encoder_matches_hilbertcurve(d, bits):
-    """The unrolled encoder (forced; the default for d >= 3 up to 64 index bits)."""
-    assert _curves._encoder_mode(d, min(bits, 32)) == ("table" if d <= 2 else "unrolled")
+    """The unrolled encoder, forced (the default only for some of these cases)."""
     rng = np.random.default_rng(d * 1000 + bits)
     q = rng.integers(0, 2 ** min(bits, 32), size=(2, 48, d), dtype=np.uint64).astype(np.uint32)
     q[0, 0] = 0
@@ -53,9 +53,16 @@ def test_encoders_agree(d, bits):
 
 
 def test_encoder_mode_choice_and_bad_mode():
-    assert _curves._encoder_mode(2, 16) == "table"
-    assert _curves._encoder_mode(3, 16) == "unrolled"
-    assert _curves._encoder_mode(3, 23) == "table"
+    """The measured choice (benchmarks/results/hilbert.md): tables for d <= 3 from 3 bits and
+    4-D from 5 bits, unrolled up to 64 index bits otherwise, then tables (d <= 4) or loop."""
+    assert _curves._encoder_mode(1, 1) == "table"
+    assert [_curves._encoder_mode(2, b) for b in (2, 3, 16, 32)] == ["unrolled"] + ["table"] * 3
+    assert [_curves._encoder_mode(3, b) for b in (2, 3, 12, 16, 23)] == ["unrolled"] + ["table"] * 4
+    assert [_curves._encoder_mode(4, b) for b in (3, 4, 5, 12, 17)] == ["unrolled"] * 2 + [
+        "table"
+    ] * 3
+    assert _curves._encoder_mode(5, 12) == "unrolled"
+    assert _curves._encoder_mode(16, 4) == "unrolled"
     assert _curves._encoder_mode(8, 10) == "loop"
     with pytest.raises(ValueError, match="encoder mode 'fast'"):
         _curves._hilbert_kernel(jnp.zeros((2, 3), jnp.uint32), 4, "fast")

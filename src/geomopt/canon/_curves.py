@@ -12,14 +12,15 @@ needed for any ``d`` or ``bits``.
 Why this is fast: Skilling's per-level "invert or exchange the lower bits" step is a handful of
 whole-word unsigned-integer operations (a mask from the level's bit, an xor-swap under that mask),
 so one level over all points is a short, static, branch-free chain of vectorised integer
-operations. For ``d >= 3`` up to 64 index bits (every ``d`` at the usual resolutions) all levels
-are unrolled, so XLA compiles each output word into one vectorised elementwise loop over the
-points (see :func:`_hilbert_words_unrolled`). ``d <= 2``, and longer indices for ``d <= 4``, use
-a precomputed finite-state table (state = the signed permutation accumulated by the
+operations. Three exact encoders share it, and :func:`hilbert_index` picks the one measured
+fastest for ``(d, bits)`` (see ``_encoder_mode``): for ``d <= 4`` (from 3 bits, 5 bits in 4-D) a
+precomputed finite-state table (state = the signed permutation accumulated by the
 exchanges/inversions, plus the Gray-code parity; equivalent states merged), several levels per
-gather (:func:`_hilbert_words_table`), and ``d > 4`` beyond 64 bits the levels in a loop over
-cache-sized chunks of points (:func:`_hilbert_words_loop`), in the narrowest integer type that
-holds ``bits``.
+gather (:func:`_hilbert_words_table`); otherwise, up to 64 index bits (every ``d`` at the usual
+resolutions), all levels unrolled, so XLA compiles each output word into one vectorised
+elementwise loop over the points (:func:`_hilbert_words_unrolled`); and ``d > 4`` beyond 64 bits
+the levels in a loop over cache-sized chunks of points (:func:`_hilbert_words_loop`), in the
+narrowest integer type that holds ``bits``.
 
 Levels above the coordinates' bit width (``bits > 32`` with 32-bit coordinates) hold only zero
 bits; at such a level Skilling's step exchanges ``x_0`` with every ``x_i`` in turn, which rotates
@@ -358,17 +359,20 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     Equals ``HilbertCurve(bits, d).distance_from_point(q)`` of the PyPI ``hilbertcurve``
     package for every ``d >= 1`` and ``bits >= 1`` (Skilling's transpose convention), written as
     ``W = ceil(d*bits/32)`` words, most significant first. Jittable and vmappable; ``bits`` is
-    static. For ``d >= 3`` up to 64 index bits Skilling's levels are unrolled into one
-    elementwise loop per output word; ``d <= 2``, and longer indices for ``d <= 4``, use a
-    table-driven state machine (one small-table gather per 2-18 levels) and ``d > 4`` beyond
-    64 bits a level loop over cache-sized chunks of points. All compile in one to three
-    seconds.
+    static. The encoder is the one measured fastest for ``(d, bits)``: a table-driven state machine
+    (one small-table gather per 2-16 levels) for ``d <= 4`` from 3 bits (5 bits in 4-D; d = 1
+    always); otherwise, up to 64 index bits, Skilling's levels unrolled into one elementwise loop
+    per output word; ``d > 4`` beyond 64 bits a level loop over cache-sized chunks of points. All
+    compile in under a second (0.1-0.6 s measured at the benchmark's sizes).
 
-    Performance note (XLA CPU): the unrolled encoder computes each word in its own loop over the
-    points. Inside a larger ``jit``, ops that combine a point's words (e.g. ``h.sum(-1)``) or
-    write the result into a ``lax.map``/``scan`` output get fused with those loops into one
-    branchy scalar loop, measured 6-16x slower (3-D, 16 bits); elementwise ops, slices
-    (``h[..., k]``, as :func:`geomopt.canon.sort_by_words` uses) and sorting keep the fast loops.
+    Performance note (XLA CPU): the unrolled encoder (``d >= 5``, and few bits at ``d <= 4``)
+    computes each word in its own loop over the points. Inside a larger ``jit``, ops that
+    combine a point's words (e.g. ``h.sum(-1)``) or write the result into a ``lax.map``/``scan``
+    output get fused with those loops into one branchy scalar loop, measured 4-18x slower (3-D,
+    12 and 16 bits, unrolled forced); elementwise ops, slices (``h[..., k]``, as
+    :func:`geomopt.canon.sort_by_words` uses) and sorting keep the fast loops. The table encoder
+    (3-D, 4-D at the usual bits) is not affected (3-D, 16 bits: 5.7 ns per point with
+    ``h.sum(-1)``, 7.9 under ``lax.map``).
 
     Errors: ``bits < 1``, a non-integer ``bits`` or ``d = 0`` (``ValueError``); a float/NaN
     input (``TypeError``/``ValueError``); coordinates outside ``[0, 2**bits)`` (``ValueError``
@@ -384,20 +388,23 @@ def hilbert_index(q: Integer[Array, "... d"], bits: int) -> UInt32[Array, "... W
     return _hilbert_kernel(_check_coords(q, bits, "hilbert_index"), bits)
 
 
-# Encoders: "table" for d <= _TABLE_ALWAYS_D (1-D and 2-D have 1 and 4 states, so one gather
-# covers 18 and 8 levels: measured 1.5-2x faster than "unrolled" in CPU time at 2-D, 16 and 32
-# bits, 10x at 1-D); otherwise "unrolled" (every level inlined into one loop per output word)
-# while the index has at most _UNROLL_MAX_BITS bits (it compiles in 1-2 s there; in 3-D at
-# 16 bits it ties with "table", at d = 4 it is 1.3x faster and at d = 8, 16 2-3.5x faster than
-# "loop"); beyond that "table" for d <= _TABLE_MAX_D, else "loop".
+# Encoders, chosen per (d, b) by a side-by-side measurement of every exact encoder
+# (`benchmarks/bench_hilbert.py`, its mode comparison: CPU time per point, 10^6 points, medians;
+# the numbers are in benchmarks/results/hilbert.md): "table" (state-machine lookups, d <= 4) for
+# b >= _TABLE_FROM_BITS[d] (3-D at 16 bits: 4.2 ns against 10.8 for "unrolled", 2-D at 16 bits
+# 2.1 vs 5.6, 4-D at 16 bits 8.4-12.4 vs 16.3-17.1; 4-D from 8 to 11 bits the two are within
+# 15% and trade places between runs); else "unrolled" (every level inlined, one loop per output
+# word; faster for 1-2 bits in 2-D/3-D and 1-4 bits in 4-D) while the index has at most
+# _UNROLL_MAX_BITS bits (compiles in under a second there; 1.5-3x faster than "loop" at
+# d = 5..16, about 2x faster than a one-level-per-lookup table at d = 5); else "loop".
 _UNROLL_MAX_BITS = 64
-_TABLE_ALWAYS_D = 2
+_TABLE_FROM_BITS = {1: 1, 2: 3, 3: 3, 4: 5}
 _MODES = ("unrolled", "table", "loop")
 
 
 def _encoder_mode(d: int, b: int) -> str:
     """Which encoder :func:`hilbert_index` uses for ``d`` coordinates of ``b`` working bits."""
-    if d <= _TABLE_ALWAYS_D:
+    if d <= _TABLE_MAX_D and b >= _TABLE_FROM_BITS[d]:
         return "table"
     if d * b <= _UNROLL_MAX_BITS:
         return "unrolled"
@@ -435,9 +442,10 @@ def _hilbert_words_unrolled(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
     (see :func:`_hilbert_words`). A word needs only the levels down to its lowest digit, so
     leading words cost less. Each word is written into the output by its own in-place update:
     stacking the words in one fusion instead made LLVM take 10-100 s on the branchy loop body.
-    Compile time grows with ``d * b`` (1-2 s at ``d * b = 64``); with three or more words XLA
-    turned one update into a select over the whole output (measured 2x slower than the loop
-    encoder at d = 8, b = 10), so this path is used up to ``_UNROLL_MAX_BITS = 64`` bits.
+    Compile time grows with ``d * b`` (0.3-0.5 s at ``d * b = 64`` in the benchmark, more under
+    load); with three or more words XLA turned one update into a select over the whole output
+    (measured 2x slower than the loop encoder at d = 8, b = 10), so this path is used up to
+    ``_UNROLL_MAX_BITS = 64`` bits.
 
     Unlike the loop encoder, narrow types do not pay here: the loop also holds the ``uint32``
     words, so LLVM vectorises 8 points at a time whatever the coordinates' type, and x86 has no
@@ -499,7 +507,8 @@ def _hilbert_words_loop(q, b: int, n_out: int) -> UInt32[Array, "... W"]:
 # states that emit the same digits for every input are merged (1, 4, 24, 192 states; 24 in 3-D
 # as in hilbertsfc's 3-D tables). The tables grow like d! 2^d, so the loop encoder is used for
 # d > 4. ``k`` levels are composed into one table so one gather emits ``k * d`` index bits; ``k``
-# is the largest with at most ``_TABLE_MAX_ENTRIES`` entries.
+# is the largest whose entries fit 16 bits (16, 7, 3, 2 levels for d = 1..4; see
+# :func:`_levels_per_gather`).
 _TABLE_MAX_D = 4
 _TABLE_MAX_ENTRIES = 1 << 18
 
@@ -560,8 +569,16 @@ def _minimal_level_table(d: int) -> np.ndarray:
 
 
 @functools.cache
+def _first_group_table(d: int, k: int) -> np.ndarray:
+    """The rows of :func:`_group_table` for the start state (the first lookup of a point, whose
+    index is ``m`` alone), in the narrowest of ``uint16`` / ``uint32`` that holds them."""
+    table = _group_table(d, k)[: 2 ** (d * k)].astype(np.int64)
+    return table.astype(np.uint16 if table.max() < 2**16 else np.uint32)
+
+
+@functools.cache
 def _group_table(d: int, k: int) -> np.ndarray:
-    """``k`` levels composed: flat ``uint32`` table indexed by ``state << (k d) | m`` where ``m``
+    """``k`` levels composed: flat table indexed by ``state << (k d) | m`` where ``m``
     holds the ``k`` bits of coordinate ``i`` (first level most significant) at bit
     ``(d - 1 - i) k`` (so ``m`` is built by one shift and mask per coordinate); entry = the
     ``k d`` index bits | next_state << (k d)."""
@@ -575,13 +592,19 @@ def _group_table(d: int, k: int) -> np.ndarray:
         e = one[state, raw[None, :]]
         digits = (digits << d) | (e & ((1 << d) - 1))
         state = e >> d
-    return (digits | (state << (k * d))).reshape(-1).astype(np.uint32)
+    table = (digits | (state << (k * d))).reshape(-1)
+    return table.astype(np.uint16 if table.max() < 2**16 else np.uint32)
 
 
 def _levels_per_gather(d: int) -> int:
+    """The largest ``k`` whose table has at most ``_TABLE_MAX_ENTRIES`` entries of 16 bits
+    (``k d`` digit bits and the state): ``uint16`` tables measured 1.1-1.8x faster than ``uint32``
+    ones with one level more per gather (3-D at 16 bits 4.9 vs 5.4 ns, 4-D at 12 bits 5.9 vs
+    10.9 ns, 2-D at 32 bits 5.1 vs 6.4 ns); they are 24-128 KB."""
     n_states = _minimal_level_table(d).shape[0]
+    state_bits = (n_states - 1).bit_length()
     k = 1
-    while n_states * 2 ** ((k + 1) * d) <= _TABLE_MAX_ENTRIES:
+    while n_states * 2 ** ((k + 1) * d) <= _TABLE_MAX_ENTRIES and (k + 1) * d + state_bits <= 16:
         k += 1
     return k
 
@@ -590,10 +613,13 @@ def _hilbert_words_table(xs: list[Array], b: int, n_out: int) -> list[Array]:
     """Same words as :func:`_hilbert_words`, by ``ceil(b / k)`` table lookups per point (levels
     unrolled; per group a shift and mask per coordinate and one small-table gather, so it
     compiles fast). XLA CPU runs each gather as its own loop over the points with scalar loads;
-    3-D at 16 bits takes about 10 ns per point there, 2-D at 32 bits about 10 ns."""
+    3-D at 16 bits takes 5-7 ns per point there (6 gathers), 2-D at 32 bits about 6 ns."""
     d = len(xs)
     k = _levels_per_gather(d)
     groups = ([b % k] if b % k else []) + [k] * (b // k)
+    if len(groups) > 1 and groups[0] < k and 2 ** ((groups[0] + k) * d) <= _TABLE_MAX_ENTRIES:
+        groups = [groups[0] + k] + groups[2:]  # the first lookup needs only the start state's rows
+    one_state = _minimal_level_table(d).shape[0] == 1
     words = [jnp.zeros(xs[0].shape, jnp.uint32) for _ in range(n_out)]
     entry, top, prev = None, b, 0
     for g in groups:
@@ -604,8 +630,12 @@ def _hilbert_words_table(xs: list[Array], b: int, n_out: int) -> list[Array]:
             field = field.astype(jnp.uint32)
             field = field << ((d - 1 - i) * g) if i < d - 1 else field
             m = field if m is None else m | field
-        index = m if entry is None else ((entry >> (prev * d)) << (g * d)) | m
-        entry = jnp.asarray(_group_table(d, g)).at[index].get(mode="promise_in_bounds")
+        if entry is None or one_state:
+            index = m
+        else:  # the state, in the table's own type (converting it measured 1.4x slower)
+            index = ((entry >> (prev * d)) << (g * d)) | m
+        table = _first_group_table(d, g) if entry is None else _group_table(d, g)
+        entry = jnp.asarray(table).at[index].get(mode="promise_in_bounds")
         words = _shift_words_left(words, g * d)
         words[-1] = words[-1] | (entry & jnp.uint32((1 << (g * d)) - 1))
         top, prev = low, g
