@@ -1,4 +1,4 @@
-"""Covering on k-dim. families: ``uv run experiments/canon/covering.py [smoke|quick|digits|paper]``."""
+"""Covering on k-dim. families: ``uv run experiments/canon/covering.py [PRESET]``."""
 
 import sys
 
