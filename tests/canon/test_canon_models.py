@@ -19,6 +19,7 @@ from geomopt.canon._models import (
     PermutationSampleAverage,
     make_model,
     official_hilbert_order,
+    official_quantize,
     point_dropout,
     prepare_inputs,
 )
@@ -87,6 +88,17 @@ def test_official_hilbert_order_is_hilbertcurve_on_zxy():
     h = HilbertCurve(12, 3).distances_from_points(q[:, [2, 0, 1]].tolist())
     expect = np.argsort(np.asarray(h, dtype=object).astype(float), kind="stable")
     np.testing.assert_array_equal(np.asarray(official_hilbert_order(jnp.asarray(x))), expect)
+
+
+@pytest.mark.parametrize("bits", [12, 31, 32])
+def test_official_quantize_clamps_at_every_width(bits):
+    """Cells are floor(x * 2**bits) clamped to [0, 2**bits - 1], up to the 32 bits allowed."""
+    x = jnp.asarray([[0.0, 0.5, 1.0], [-0.25, 0.25, 1.5]], jnp.float32)
+    top = 2**bits - 1
+    expect = [[0, 2 ** (bits - 1), top], [0, 2 ** (bits - 2), top]]
+    got = np.asarray(official_quantize(x, bits))
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(got.astype(np.int64), expect)
 
 
 def test_order_presets_are_the_official_config():

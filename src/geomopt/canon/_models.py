@@ -102,8 +102,11 @@ def official_quantize(x: Float[Array, "P d"], bits: int) -> Array:
     """Grid cells of the official training-time Hilbert order: ``floor(X * 2**bits)`` clamped to
     ``2**bits - 1`` (``space_filling_pytorch`` with ``space_size = 2**bits``) on ``X`` in
     ``[0, 1]``."""
-    top = 2**bits - 1
-    return jnp.clip(jnp.floor(x * 2.0**bits), 0, top).astype(jnp.uint32)
+    cells = jnp.maximum(jnp.floor(x * 2.0**bits), 0.0)
+    # the clamp is a select, not a clip to the float 2**bits - 1: at bits = 32 that bound is not
+    # a float32 and not a jitted int32 argument
+    full = cells >= 2.0**bits
+    return jnp.where(full, np.uint32(2**bits - 1), cells.astype(jnp.uint32))
 
 
 def official_hilbert_order(x: Float[Array, "P d"], bits: int = 12) -> Array:
