@@ -44,6 +44,10 @@ class GPT2Config:
     attends only to its causal prefix of keys (exact; skips the fully masked key blocks, about
     half the attention work at T = 1024). Sequences of at most attn_block tokens, and 0, use
     jax.nn.dot_product_attention on the whole sequence."""
+    attention: Literal["blocked", "xla", "cudnn"] = "blocked"
+    """Attention without a cache: blocked (the query blocks of attn_block above); xla or cudnn:
+    jax.nn.dot_product_attention on the whole sequence with that implementation (cudnn: the
+    fused cuDNN kernel, NVIDIA GPUs with bfloat16/float16 compute only)."""
 
     def __post_init__(self):
         if self.activation not in ("gelu_tanh", "gelu_exact"):
@@ -66,6 +70,10 @@ class GPT2Config:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPT2Config.dropout={self.dropout}: expected 0 <= dropout < 1")
+        if self.attention not in ("blocked", "xla", "cudnn"):
+            raise ValueError(
+                f"GPT2Config.attention={self.attention!r}: expected blocked, xla or cudnn"
+            )
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"GPT2Config.dtype={self.dtype!r}: expected auto, float32 or bfloat16")
 

@@ -99,7 +99,7 @@ KVCache = tuple[jax.Array, jax.Array]
 """Keys and values of one attention layer, ``B x S x N x H`` each (``S`` = model context)."""
 
 
-def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int):
+def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int, implementation=None):
     """Exact causal softmax attention, ``B x T x N x H`` in and out.
 
     With ``0 < block < T`` the queries go in blocks of ``block`` (the last may be shorter), and
@@ -108,11 +108,14 @@ def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int):
     the score and value products do 56 % of the full ``T x T`` work (measured on the CPU: fwd+bwd
     of one 4 x 1024 x 12 x 64 layer 3.5x faster than ``jax.nn.dot_product_attention``). Scores
     and softmax are in float32, the probabilities cast to the value dtype. Otherwise (``block``
-    0 or ``T <= block``) it is ``jax.nn.dot_product_attention(..., is_causal=True)``.
+    0 or ``T <= block``, or an ``implementation`` ``"xla"`` / ``"cudnn"`` is named) it is
+    ``jax.nn.dot_product_attention(..., is_causal=True, implementation=implementation)``.
     """
     T, H = q_BxTxNxH.shape[1], q_BxTxNxH.shape[-1]
-    if block <= 0 or T <= block:
-        return jax.nn.dot_product_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, is_causal=True)
+    if block <= 0 or T <= block or implementation is not None:
+        return jax.nn.dot_product_attention(
+            q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, is_causal=True, implementation=implementation
+        )
     scale = 1.0 / math.sqrt(H)
     outs = []
     for start in range(0, T, block):
@@ -131,8 +134,9 @@ def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int):
 
 
 class CausalSelfAttention(nnx.Module):
-    """Multi-head causal self-attention (:func:`causal_attention`; with a cache,
-    ``jax.nn.dot_product_attention`` with the cache mask).
+    """Multi-head causal self-attention (:func:`causal_attention`, blocked or the library's
+    ``config.attention`` implementation; with a cache, ``jax.nn.dot_product_attention`` with the
+    cache mask and the backend's default implementation).
 
     With a ``cache`` (keys/values of the earlier positions) and the position ``pos`` of the first
     of the ``T`` new tokens, the new keys/values are written at ``pos .. pos+T-1`` and the queries
@@ -147,13 +151,16 @@ class CausalSelfAttention(nnx.Module):
         self.dropout = nnx.Dropout(cfg.dropout)
         self.n_head = cfg.n_head
         self.attn_block = cfg.attn_block
+        self.implementation = None if cfg.attention == "blocked" else cfg.attention
 
     def __call__(self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None):
         B, T, D = x_BxTxD.shape
         qkv = self.qkv(x_BxTxD).reshape(B, T, 3, self.n_head, D // self.n_head)
         q_BxTxNxH, k_BxTxNxH, v_BxTxNxH = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         if cache is None:
-            y = causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, self.attn_block)
+            y = causal_attention(
+                q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, self.attn_block, self.implementation
+            )
         else:
             k_BxSxNxH, v_BxSxNxH = cache
             start = (0, pos, 0, 0)
