@@ -169,12 +169,20 @@ def test_other_learning_rate_reuses_the_compiled_step(base, reference, out, comp
     assert log.count("train_step") == 1, log.names
 
 
-def test_four_devices_match_one_device(base, reference, out, n_devices):
-    assert jax.device_count() >= n_devices
-    cfg = dataclasses.replace(base, n_devices=n_devices, eval_batches=0, noise_every=0)
-    go(cfg, out, "dev4")
-    four, one = losses(out, "dev4"), losses(out, "full")
-    np.testing.assert_allclose([four[s] for s in one], list(one.values()), rtol=2e-5)
+@pytest.mark.parametrize("devices, fsdp", [(4, False), (2, False), (2, True), (4, True)])
+def test_data_parallel_and_fsdp_match_one_device(base, reference, out, n_devices, devices, fsdp):
+    """Data-parallel and FSDP training over 2 and 4 virtual CPU devices (conftest) give the
+    one-device losses; with FSDP the parameters are really split over the devices."""
+    assert jax.device_count() >= devices <= n_devices
+    cfg = dataclasses.replace(base, n_devices=devices, fsdp=fsdp, eval_batches=0, noise_every=0)
+    name = f"dev{devices}{'fsdp' if fsdp else ''}"
+    go(cfg, out, name)
+    many, one = losses(out, name), losses(out, "full")
+    np.testing.assert_allclose([many[s] for s in one], list(one.values()), rtol=2e-5)
+    params = _train.Trainer.build(cfg).init()[0]
+    split = [x for x in jax.tree.leaves(params) if len(x.sharding.device_set) == devices]
+    shards = {x.addressable_shards[0].data.shape != x.shape for x in split}
+    assert shards == ({True} if fsdp else {False}), shards
 
 
 def test_hellaswag_during_training_in_metrics_and_console(base, out, capsys):
