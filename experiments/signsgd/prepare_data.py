@@ -1,5 +1,6 @@
 """Tokenise text into GPT-2 token shards for pretraining: a 256 x int32 header, then uint16
-tokens; the first shard is the validation split. The text is a Hugging Face dataset streamed
+tokens; the first shard is the validation split (for local files and the offline corpus,
+--val-fraction of the tokens, 0.1 by default). The text is a Hugging Face dataset streamed
 by name (FineWeb, C4), local text files, or offline the Python standard library's sources. A
 tool, not an experiment: prepare_data.py [offline|smoke|fineweb|c4|files] [--field value ...].
 
@@ -10,8 +11,9 @@ Examples:
     uv run --with datasets experiments/signsgd/prepare_data.py fineweb
     # C4 English (the paper's data)
     uv run --with datasets experiments/signsgd/prepare_data.py c4
-    # local text files, one document each
-    uv run experiments/signsgd/prepare_data.py files --files "notes/*.txt" --out-dir data/mine
+    # local text files, one document each (byte-level: no tokenizer download)
+    uv run experiments/signsgd/prepare_data.py files --files "notes/*.txt" --tokenizer byte \
+        --out-dir data/mine --prefix mine
 
 tiktoken downloads the GPT-2 BPE file on first use; offline, point TIKTOKEN_CACHE_DIR at a
 cached copy or use --tokenizer byte. The work happens in geomopt.lm._prepare. Errors are one
@@ -20,6 +22,7 @@ line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 
 import dataclasses
 import glob
+import os
 import sys
 from typing import Literal
 
@@ -50,9 +53,13 @@ class Config:
     prefix: str = "stdlib"
     """Shard name prefix: <prefix>_val_000000.bin, <prefix>_train_000001.bin, ..."""
     shard_tokens: int = 100_000_000
-    """Tokens per shard (the first shard is the validation split)."""
+    """Tokens per training shard."""
     max_tokens: int = 0
     """Stop after this many tokens (0: the whole source)."""
+    val_fraction: float = 0.1
+    """files and offline: this fraction of the tokens (the first ones, at most one shard) is the
+    validation shard, so a small corpus gets both splits; hf (streamed, size unknown): the first
+    shard_tokens tokens are."""
 
 
 PRESETS = {
@@ -83,18 +90,33 @@ PRESETS = {
 
 def main(cfg: Config) -> int:
     from geomopt.lm._data import offline_corpus_files
-    from geomopt.lm._prepare import file_documents, get_tokenizer, hf_documents, write_shards
+    from geomopt.lm._prepare import (
+        count_tokens,
+        file_documents,
+        get_tokenizer,
+        hf_documents,
+        validation_tokens,
+        write_shards,
+    )
 
+    if not 0 < cfg.val_fraction < 1:
+        raise ValueError(f"--val-fraction {cfg.val_fraction}: expected a fraction in (0, 1)")
+    if cfg.source == "files":
+        if not cfg.files:
+            raise ValueError("--files is empty: expected a glob of text files, e.g. 'corpus/*.txt'")
+        paths = sorted(p for p in glob.glob(cfg.files) if os.path.isfile(p))
+        if not paths:
+            raise ValueError(f"--files {cfg.files!r} matches no file")
     tokenizer = get_tokenizer(cfg.tokenizer)
+    val_tokens = 0
     if cfg.source == "hf":
         docs = hf_documents(cfg.dataset, cfg.dataset_config, cfg.split, cfg.text_field)
-    elif cfg.source == "files":
-        paths = sorted(glob.glob(cfg.files))
-        if not paths:
-            raise SystemExit(f"--files {cfg.files!r} matches no file")
-        docs = file_documents(paths)
     else:
-        docs = file_documents(offline_corpus_files())
+        if cfg.source == "offline":
+            paths = offline_corpus_files()
+        total = count_tokens(file_documents(paths), tokenizer, max_tokens=cfg.max_tokens)
+        val_tokens = validation_tokens(total, cfg.val_fraction, cfg.shard_tokens)
+        docs = file_documents(paths)
     write_shards(
         docs,
         tokenizer,
@@ -102,6 +124,7 @@ def main(cfg: Config) -> int:
         prefix=cfg.prefix,
         shard_tokens=cfg.shard_tokens,
         max_tokens=cfg.max_tokens,
+        val_tokens=val_tokens,
     )
     return 0
 

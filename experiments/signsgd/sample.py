@@ -14,7 +14,7 @@ Errors are one line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 
 import dataclasses
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
@@ -26,8 +26,8 @@ class Config:
     source: str
     """A pretraining run folder (newest checkpoint under checkpoints/) or an HF GPT-2 folder
     (config.json + model.safetensors)."""
-    prompt: tuple[str, ...] = ("\n",)
-    """Prompts (one row each; several may be given)."""
+    prompt: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """A prompt; repeat the flag for several (one row each; none: a newline)."""
     num_samples: int = 1
     """Samples per prompt (batched together)."""
     max_new_tokens: int = 64
@@ -66,7 +66,7 @@ def main(cfg: Config) -> int:
         tok = GPT2Tokenizer()
     else:
         tok = ByteTokenizer()
-    prompts = [p for p in cfg.prompt for _ in range(cfg.num_samples)]
+    prompts = [p for p in cfg.prompt or ("\n",) for _ in range(cfg.num_samples)]
     encoded = [[int(t) for t in tok.encode(p)] for p in prompts]
     out = sample(
         model,

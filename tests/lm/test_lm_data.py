@@ -39,7 +39,9 @@ def test_legacy_nanogpt_bin(tmp_path):
     path = tmp_path / "train.bin"
     tokens.tofile(path)
     np.testing.assert_array_equal(read_legacy_bin(path), tokens)
-    np.testing.assert_array_equal(open_tokens(path), tokens)  # auto: no magic -> nanogpt
+    np.testing.assert_array_equal(open_tokens(path, format="nanogpt"), tokens)
+    with pytest.raises(ShardError, match="magic 65536 is none of the known"):
+        open_tokens(path)  # auto: an unknown magic is refused, not read as headerless
 
 
 @pytest.mark.parametrize(

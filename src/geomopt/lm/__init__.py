@@ -39,6 +39,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "ShardError",
             "TokenData",
             "build_offline_corpus",
+            "detect_format",
             "offline_corpus_files",
             "open_tokens",
             "read_legacy_bin",
@@ -77,9 +78,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_prepare": [
             "GPT2Tokenizer",
+            "count_tokens",
             "file_documents",
             "get_tokenizer",
             "hf_documents",
+            "validation_tokens",
             "write_shards",
         ],
         "_train": [

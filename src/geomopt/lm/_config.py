@@ -145,15 +145,16 @@ class DataConfig:
 
     source: Literal["offline", "shards"] = "offline"
     """offline: the Python standard library's sources, byte-level (vocab 256), built on first
-    use; shards: token files given by train/val (prepare them with prepare_data.py)."""
+    use; shards: token files given by train/val (prepare them with prepare_data.py). train/val
+    with source=offline are refused, not ignored."""
     train: str = ""
-    """Glob of training token files (shards or nanoGPT .bin), for source=shards."""
+    """Glob of training token files (shards or nanoGPT .bin); needs source=shards."""
     val: str = ""
-    """Glob of validation token files, for source=shards."""
+    """Glob of validation token files; needs source=shards."""
     format: Literal["auto", "shard", "llama3", "nanogpt"] = "auto"
     """Token file format. auto reads the header's magic number: 20240520 GPT-2 shards (uint16),
-    20240801 Llama-3 shards (uint32); a file without a known magic is read as a headerless
-    nanoGPT uint16 array."""
+    20240801 Llama-3 shards (uint32), and refuses any other; nanogpt: a headerless uint16
+    array (nanoGPT's train.bin / val.bin)."""
     offline_dir: str = ""
     """Folder for the offline corpus shards (train.bin, val.bin); empty uses
     $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""

@@ -4,8 +4,9 @@ Shard format (the GPT-2 speedrun community's): a header of 256 little-endian int
 ``[0]`` magic 20240520, ``[1]`` version 1, ``[2]`` token count, the rest zero — followed by the
 tokens as little-endian uint16. The same community's Llama-3 shards (llm.c) use the same header
 with magic 20240801, version 7, and uint32 tokens; both are read. The older nanoGPT format
-(``train.bin``/``val.bin``) is a headerless uint16 array. All are memory-mapped, never read
-whole, and a file that starts with a known magic number is never read as headerless.
+(``train.bin``/``val.bin``) is a headerless uint16 array, read only when named
+(``format="nanogpt"``): ``auto`` refuses a file without a known magic. All are memory-mapped,
+never read whole, and a file that starts with a known magic number is never read as headerless.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "read_shard",
     "read_legacy_bin",
     "open_tokens",
+    "detect_format",
     "TokenData",
     "ByteTokenizer",
     "offline_corpus_files",
@@ -170,6 +172,24 @@ def _magic(path: Path) -> int | None:
     return int(first[0]) if first.size else None
 
 
+def detect_format(path: str | os.PathLike) -> str:
+    """The header kind (``"shard"``, ``"llama3"``) named by the file's magic number.
+
+    Raises:
+        ShardError: the magic is unknown, naming the known ones and the format for headerless
+            nanoGPT files (which have no magic, so cannot be told from a corrupt file).
+    """
+    path = Path(path)
+    magic = _magic(path)
+    if magic in _KIND_OF_MAGIC:
+        return _KIND_OF_MAGIC[magic]
+    known = ", ".join(f"{m} ({SHARD_KINDS[k][3]} shard)" for m, k in _KIND_OF_MAGIC.items())
+    raise ShardError(
+        f"token file {path}: magic {magic} is none of the known {known}; a headerless nanoGPT "
+        "uint16 file is read with format='nanogpt' (--data.format nanogpt)"
+    )
+
+
 def read_legacy_bin(path: str | os.PathLike, *, vocab_size: int | None = None) -> np.ndarray:
     """Memory-map a headerless nanoGPT ``.bin`` (uint16 tokens).
 
@@ -204,13 +224,14 @@ def open_tokens(
     path: str | os.PathLike, *, format: Format = "auto", vocab_size: int | None = None
 ) -> np.ndarray:
     """Memory-map a token file. ``auto`` reads the header its magic number names (GPT-2 shard
-    20240520, Llama-3 shard 20240801) and a headerless nanoGPT file when the magic is unknown;
-    a forced format that disagrees with a known magic is refused by name."""
+    20240520, Llama-3 shard 20240801) and refuses a file without a known magic (a headerless
+    nanoGPT file is read only when asked for: ``format="nanogpt"``); a forced format that
+    disagrees with a known magic is refused by name."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"token file {path}: no such file")
     if format == "auto":
-        format = _KIND_OF_MAGIC.get(_magic(path), "nanogpt")
+        format = detect_format(path)
     if format in SHARD_KINDS:
         return read_shard(path, vocab_size=vocab_size, kind=format)
     if format == "nanogpt":

@@ -3,6 +3,9 @@ streamed by name, local text files, or the offline standard-library corpus.
 
 Layout (as the GPT-2 speedrun community's FineWeb shards): ``<prefix>_val_000000.bin`` first,
 then ``<prefix>_train_000001.bin``, ... of ``shard_tokens`` tokens each (the last one shorter).
+The validation shard holds the first ``val_tokens`` tokens: for sources of known size (local
+files, the offline corpus) a fraction of the whole, counted in a first pass
+(:func:`validation_tokens`), so a small corpus gets both splits.
 Every document is preceded by the end-of-text token, so documents are separated by it.
 """
 
@@ -16,7 +19,15 @@ import numpy as np
 
 from geomopt.lm._data import ByteTokenizer, write_shard
 
-__all__ = ["GPT2Tokenizer", "get_tokenizer", "write_shards", "hf_documents", "file_documents"]
+__all__ = [
+    "GPT2Tokenizer",
+    "get_tokenizer",
+    "write_shards",
+    "count_tokens",
+    "validation_tokens",
+    "hf_documents",
+    "file_documents",
+]
 
 
 class GPT2Tokenizer:
@@ -66,18 +77,23 @@ def write_shards(
     prefix: str,
     shard_tokens: int = 100_000_000,
     max_tokens: int = 0,
+    val_tokens: int = 0,
     log=print,
 ) -> list[Path]:
-    """Tokenise ``documents`` into shards of ``shard_tokens`` tokens (the first is validation).
+    """Tokenise ``documents`` into shards: the first ``val_tokens`` tokens (0: ``shard_tokens``)
+    are the validation shard, the rest training shards of ``shard_tokens`` tokens each.
 
     Documents are split across shard boundaries. ``max_tokens`` (0: no limit) stops after that
     many tokens. Returns the written paths in order.
     """
     if shard_tokens < 1:
         raise ValueError(f"shard_tokens={shard_tokens}: expected >= 1")
+    if val_tokens < 0:
+        raise ValueError(f"val_tokens={val_tokens}: expected >= 0 (0: one shard of shard_tokens)")
+    val_tokens = val_tokens or shard_tokens
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    buf = np.empty(shard_tokens, dtype=np.uint16)
+    buf = np.empty(max(shard_tokens, val_tokens), dtype=np.uint16)
     fill, total, paths = 0, 0, []
 
     def emit(n: int) -> None:
@@ -94,10 +110,11 @@ def write_shards(
             ids = ids[: max_tokens - total]
         pos = 0
         while pos < ids.size:
-            take = min(shard_tokens - fill, ids.size - pos)
+            size = shard_tokens if paths else val_tokens
+            take = min(size - fill, ids.size - pos)
             buf[fill : fill + take] = ids[pos : pos + take]
             fill, pos = fill + take, pos + take
-            if fill == shard_tokens:
+            if fill == size:
                 emit(fill)
                 fill = 0
         total += ids.size
@@ -108,6 +125,30 @@ def write_shards(
     if not paths:
         raise ValueError("write_shards: no documents were given")
     return paths
+
+
+def count_tokens(documents: Iterable[str], tokenizer, *, max_tokens: int = 0) -> int:
+    """Tokens :func:`write_shards` writes for ``documents`` (one end-of-text per document)."""
+    total = 0
+    for text in documents:
+        total += 1 + len(tokenizer.encode(text))
+        if max_tokens and total >= max_tokens:
+            return max_tokens
+    return total
+
+
+def validation_tokens(total: int, fraction: float, shard_tokens: int) -> int:
+    """Tokens of the validation split: ``fraction`` of ``total`` rounded, at least 1, at most
+    one shard, and leaving at least one training token.
+
+    Raises:
+        ValueError: fewer than 2 tokens, or a fraction outside (0, 1).
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"val_fraction={fraction!r}: expected a fraction in (0, 1)")
+    if total < 2:
+        raise ValueError(f"{total} tokens: need at least 2 for a train and a validation split")
+    return int(min(max(1, round(fraction * total)), shard_tokens, total - 1))
 
 
 def hf_documents(

@@ -41,7 +41,7 @@ from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
 from geomopt.lm._config import GPT2Config, OptimConfig, OptimName, TrainConfig
-from geomopt.lm._data import BatchLoader, TokenData, build_offline_corpus
+from geomopt.lm._data import BatchLoader, ShardError, TokenData, build_offline_corpus, detect_format
 from geomopt.lm._data import _expand as _expand_token_files
 from geomopt.lm._model import GPT2, flops_per_token, param_label
 from geomopt.lm._noise import noise_density, noise_groups, welford_variance
@@ -492,6 +492,13 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
         f"data.offline_bytes={data.offline_bytes!r}: expected an integer >= 1",
     )
     if data.source == "offline":
+        given = [f"data.{n}={getattr(data, n)!r}" for n in ("train", "val") if getattr(data, n)]
+        need(
+            not given,
+            f"{' and '.join(given)} given, but data.source='offline' trains on the offline "
+            "corpus and would ignore it; add --data.source shards (with both --data.train and "
+            "--data.val) to train on token files",
+        )
         need(
             cfg.model.vocab_size >= 256,
             f"model.vocab_size={cfg.model.vocab_size}: the offline corpus is byte-level; "
@@ -502,11 +509,17 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
             pattern = getattr(data, name)
             need(pattern, f"data.{name}='': data.source=shards expects a glob of token files")
             try:
-                _expand_token_files(pattern)
+                files = _expand_token_files(pattern)
             except FileNotFoundError:
                 raise ValueError(
                     f"data.{name}={pattern!r}: no token file matches; {_prepare_hint(pattern)}"
                 ) from None
+            if data.format == "auto":
+                for f in files:
+                    try:
+                        detect_format(f)
+                    except ShardError as e:
+                        raise ValueError(f"data.{name}: {e}") from None
     if cfg.hellaswag:
         need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
     if cfg.wandb and not wandb_available():
