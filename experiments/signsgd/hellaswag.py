@@ -1,7 +1,8 @@
 """Score a GPT-2 on HellaSwag, 4-way sentence completion, from a local jsonl file: the newest
 or a chosen checkpoint of a pretraining run folder, or a Hugging Face GPT-2 folder. Prints one
 JSON line with n, acc (summed log-likelihood), acc_norm (per character, as
-lm-evaluation-harness) and acc_token_norm (per token, as nanoGPT and llm.c). A tool, not an
+lm-evaluation-harness), acc_token_norm (per token, as nanoGPT and llm.c) and truncated_rows
+(rows longer than the context, which lost old context tokens; also said on stderr). A tool, not an
 experiment.
 
 Examples:
@@ -59,7 +60,13 @@ def main(cfg: Config) -> int:
         seq_len=cfg.seq_len,
         batch_examples=cfg.batch_examples,
     )
-    summary = {k: r[k] for k in ("n", "acc", "acc_norm", "acc_token_norm")}
+    summary = {k: r[k] for k in ("n", "acc", "acc_norm", "acc_token_norm", "truncated_rows")}
+    if r["truncated_rows"]:
+        print(
+            f"hellaswag.py: {r['truncated_rows']} of {4 * r['n']} rows are longer than the "
+            f"model context {model.config.context} and lost their oldest context tokens",
+            file=sys.stderr,
+        )
     print(json.dumps(summary))
     return 0
 

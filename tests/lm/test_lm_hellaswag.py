@@ -95,6 +95,16 @@ def test_long_rows_keep_the_ending_and_drop_old_context():
     np.testing.assert_array_equal(enc.mask_Ex4xL.sum(-1)[0], [3, 4, 2, 5])  # " " + ending
     row = enc.tokens_Ex4xL1[0, 1]
     assert bytes(row.astype(np.uint8)).endswith(b"c abc")
+    assert enc.n_truncated == 4  # every row is longer than 21 tokens: counted
+    short = HellaSwagExample("c" * 10, ("ab", "abc", "a", "a" * 11), 0)
+    assert encode_hellaswag([short, ex], tok, seq_len=20).n_truncated == 4 + 1
+
+
+def test_rows_longer_than_the_context_are_reported(setup):
+    model, tok = setup[1], ByteTokenizer()
+    ex = HellaSwagExample("c" * 200, ("ab", "abc", "a", "abcd"), 0)
+    r = evaluate_hellaswag(model, [ex], tok)
+    assert r["truncated_rows"] == 4 and r["n"] == 1
 
 
 def test_training_hook_returns_named_accuracies(setup):

@@ -100,3 +100,22 @@ def test_refuses_unsupported_config_and_bad_shapes(tmp_path):
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         load_hf_gpt2(tmp_path)
+
+
+def test_export_of_a_padded_gpt2_table_writes_the_true_vocabulary(tmp_path):
+    """A 124M-style token table padded to 50304 rows is exported as GPT-2's 50257 (what
+    transformers and the GPT-2 tokenizer expect); the logits of the real tokens are unchanged."""
+    cfg = GPT2Config(vocab_size=50304, n_layer=1, n_head=2, d_model=8, context=16, dtype="float32")
+    ours = GPT2(cfg, rngs=nnx.Rngs(0))
+    save_hf_gpt2(ours, tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    assert hf["vocab_size"] == 50257 and hf["eos_token_id"] == 50256
+    got = load_file(str(tmp_path / "model.safetensors"))
+    assert got["transformer.wte.weight"].shape == (50257, 8)
+    back = load_hf_gpt2(tmp_path, dtype="float32")
+    tokens = np.array([[0, 5, 50256, 17]])
+    np.testing.assert_allclose(
+        np.asarray(back(tokens)), np.asarray(ours(tokens))[..., :50257], atol=1e-6
+    )
+    save_hf_gpt2(ours, tmp_path / "padded", vocab_size=50304)  # asked for: kept
+    assert json.loads((tmp_path / "padded" / "config.json").read_text())["vocab_size"] == 50304

@@ -57,7 +57,15 @@ def test_step_compiles_once_for_all_tokens_and_settings(model):
     sample(model, [[5, 6], [9, 9]], max_new_tokens=3, top_p=0.5, key=jax.random.key(3))
     assert TRACES == before  # same batch and buffer length: no new trace at all
     sample(model, prompts, max_new_tokens=12, key=jax.random.key(0))  # 12 more tokens
-    assert TRACES["decode_step"] == before["decode_step"] + 1  # new buffer length: one trace
+    sample(model, [[7], [1, 2, 3, 4, 5]], max_new_tokens=1, key=jax.random.key(0))
+    assert TRACES["decode_step"] == before["decode_step"]  # every length: the same step
+
+
+def test_no_recompilation_for_another_max_new_tokens(model, compiles):
+    sample(model, [[1, 2, 3]], max_new_tokens=2, key=jax.random.key(0))
+    with compiles() as log:
+        sample(model, [[1, 2, 3]], max_new_tokens=9, key=jax.random.key(1))
+    assert log.count("_decode_step") == 0, log.names
 
 
 def test_sampling_is_seeded_and_respects_top_k(model):
@@ -85,6 +93,9 @@ def test_filter_logits_sets():
 def test_rejects_too_long_and_bad_tokens(model):
     with pytest.raises(ValueError, match="exceeds the model context 24"):
         sample(model, [[1] * 20], max_new_tokens=5, key=jax.random.key(0))
+    msg = r"prompt 30 \+ max_new_tokens 4 = 34 exceeds .* 24: .* at most 20 tokens"
+    with pytest.raises(ValueError, match=msg):  # a prompt longer than the context
+        sample(model, [[1], [1] * 30], max_new_tokens=4, key=jax.random.key(0))
     with pytest.raises(ValueError, match="prompt token 50 outside"):
         sample(model, [[50]], max_new_tokens=1, key=jax.random.key(0))
 

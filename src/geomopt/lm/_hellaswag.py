@@ -20,7 +20,8 @@ best ending is the labelled one):
 applies lm-evaluation-harness's preprocessing (``activity_label: ctx_a + " " + ctx_b`` with
 ``ctx_b`` capitalised, `` [title]`` -> ``. ``, bracketed tags removed, double spaces
 collapsed). Rows are padded to one fixed length (rows longer than it lose the oldest context
-tokens) and examples to a multiple of ``batch_examples``, so the jitted scorer compiles once
+tokens; they are counted, ``truncated_rows``, and the tool and the training hook report them)
+and examples to a multiple of ``batch_examples``, so the jitted scorer compiles once
 per evaluation set; the logits are formed one row at a time (``lax.map``), never for the
 whole batch.
 
@@ -37,6 +38,7 @@ import functools
 import json
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -123,6 +125,9 @@ class EncodedHellaSwag:
     """Characters of each ending (for the harness's acc_norm)."""
     n_examples: int
     """Number of real examples (the rest is padding)."""
+    n_truncated: int = 0
+    """Rows (example, ending) longer than ``seq_len + 1`` tokens, which lost their oldest
+    context tokens (reported, not silent: a model with a short context scores them on less)."""
 
 
 def encode_hellaswag(
@@ -142,18 +147,21 @@ def encode_hellaswag(
     mask = np.zeros((e_pad, 4, seq_len), np.float32)
     labels = np.zeros((e_pad,), np.int32)
     chars = np.ones((e_pad, 4), np.float32)
+    truncated = 0
     for i, ex in enumerate(examples):
         ctx = [int(t) for t in tokenizer.encode(ex.context)]
         labels[i] = ex.label
         for j, ending in enumerate(ex.endings):
-            end = [int(t) for t in tokenizer.encode(" " + ending)][:seq_len]
+            end = [int(t) for t in tokenizer.encode(" " + ending)]
+            truncated += len(ctx) + len(end) > seq_len + 1
+            end = end[:seq_len]
             keep = max(1, seq_len + 1 - len(end))
             row = (ctx[-keep:] + end)[: seq_len + 1]
             n_ctx = len(row) - len(end)
             tokens[i, j, : len(row)] = row
             mask[i, j, n_ctx - 1 : len(row) - 1] = 1.0
             chars[i, j] = max(1, len(ending))
-    return EncodedHellaSwag(tokens, mask, labels, chars, n)
+    return EncodedHellaSwag(tokens, mask, labels, chars, n, truncated)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -210,6 +218,7 @@ def score_encoded(model_or_split, data: EncodedHellaSwag, *, batch_examples: int
         "acc_norm": acc(per_char),
         "acc_token_norm": acc(loss_mean),
         "n": n,
+        "truncated_rows": data.n_truncated,
         "loss_sum": loss_sum,
         "loss_mean": loss_mean,
     }
@@ -223,9 +232,11 @@ def evaluate_hellaswag(
     seq_len: int = 0,
     batch_examples: int = 8,
 ) -> dict:
-    """``{"acc", "acc_norm", "acc_token_norm", "n", "loss_sum", "loss_mean"}`` of ``examples``
-    under the model (see the module docstring). ``seq_len`` 0: the longest row, rounded up to a
-    multiple of 32 and capped at the model context."""
+    """``{"acc", "acc_norm", "acc_token_norm", "n", "truncated_rows", "loss_sum",
+    "loss_mean"}`` of ``examples`` under the model (see the module docstring; ``truncated_rows``
+    counts the (example, ending) rows longer than the context, which lost old context tokens).
+    ``seq_len`` 0: the longest row, rounded up to a multiple of 32 and capped at the model
+    context."""
     graphdef, params = _split(model_or_split)
     context = nnx.merge(graphdef, params).config.context
     if not seq_len:
@@ -269,6 +280,12 @@ def hellaswag_evaluator(cfg, *, batch_examples: int = 8):
     )
     seq_len = min(model_cfg.context, -(-(longest - 1) // 32) * 32)
     data = encode_hellaswag(examples, tokenizer, seq_len=seq_len, batch_examples=batch_examples)
+    if data.n_truncated:
+        print(
+            f"hellaswag: {data.n_truncated} of {4 * len(examples)} rows are longer than the "
+            f"model context {model_cfg.context} and lose their oldest context tokens",
+            file=sys.stderr,
+        )
 
     def evaluate(trainer, params) -> dict[str, float]:
         del trainer

@@ -15,7 +15,8 @@ which is the ``(3, N, H)`` split :class:`CausalSelfAttention` uses. The output h
 ``gelu`` to ``gelu_exact``.
 
 HF GPT-2 always has biases: a model with ``bias=False`` is exported with zero biases (exact:
-the same function), and an imported model always has ``bias=True``.
+the same function), and an imported model always has ``bias=True``. A token table padded to
+50304 rows is exported with GPT-2's 50257 (:func:`true_vocab_size`).
 """
 
 from __future__ import annotations
@@ -165,13 +166,31 @@ def load_hf_gpt2(folder: str | os.PathLike, **config_overrides):
     return nnx.merge(graphdef, state)
 
 
-def save_hf_gpt2(model, folder: str | os.PathLike) -> Path:
+GPT2_VOCAB = 50257
+"""GPT-2's BPE vocabulary; models pad it to a multiple of 64 (50304) for speed."""
+
+
+def true_vocab_size(vocab_size: int) -> int:
+    """The vocabulary a model's embedding table stands for: GPT-2's 50257 for a table padded up
+    to the next multiple of 64 (50304), the table's own size otherwise."""
+    padded = -(-GPT2_VOCAB // 64) * 64
+    return GPT2_VOCAB if vocab_size == padded else vocab_size
+
+
+def save_hf_gpt2(model, folder: str | os.PathLike, *, vocab_size: int | None = None) -> Path:
     """Write ``model`` (a :class:`GPT2`) as ``folder/config.json`` + ``model.safetensors`` in the
-    HF GPT-2 layout (float32; zero biases when the model has none). Returns the folder."""
+    HF GPT-2 layout (float32; zero biases when the model has none). Returns the folder.
+
+    ``vocab_size``: the rows of the token table written (the rest is padding no token id
+    reaches); default :func:`true_vocab_size`, so a 50304-row GPT-2 table is written as the
+    tokenizer's 50257, which ``transformers`` and its GPT-2 tokenizer expect."""
     from flax import nnx
     from safetensors.numpy import save_file
 
     cfg = model.config
+    vocab = true_vocab_size(cfg.vocab_size) if vocab_size is None else int(vocab_size)
+    if not 1 <= vocab <= cfg.vocab_size:
+        raise ValueError(f"vocab_size={vocab}: expected 1 .. the model's {cfg.vocab_size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
@@ -189,7 +208,7 @@ def save_hf_gpt2(model, folder: str | os.PathLike) -> Path:
     d = cfg.d_model
     widths = {"ln1": d, "ln2": d, "qkv": 3 * d, "proj": d, "fc": 4 * d}
     out = {
-        "transformer.wte.weight": arr(pure["wte"]),
+        "transformer.wte.weight": arr(pure["wte"])[:vocab],
         "transformer.wpe.weight": arr(pure["wpe"]),
         "transformer.ln_f.weight": arr(pure["ln_f"]["scale"]),
         "transformer.ln_f.bias": get(pure["ln_f"], ("bias",), (d,)),
@@ -204,7 +223,7 @@ def save_hf_gpt2(model, folder: str | os.PathLike) -> Path:
     hf = {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
-        "vocab_size": cfg.vocab_size,
+        "vocab_size": vocab,
         "n_positions": cfg.context,
         "n_embd": d,
         "n_layer": cfg.n_layer,
@@ -220,8 +239,8 @@ def save_hf_gpt2(model, folder: str | os.PathLike) -> Path:
         "scale_attn_by_inverse_layer_idx": False,
         "reorder_and_upcast_attn": False,
         "tie_word_embeddings": True,
-        "bos_token_id": min(50256, cfg.vocab_size - 1),
-        "eos_token_id": min(50256, cfg.vocab_size - 1),
+        "bos_token_id": min(50256, vocab - 1),
+        "eos_token_id": min(50256, vocab - 1),
         "dtype": "float32",
     }
     (folder / "config.json").write_text(json.dumps(hf, indent=2) + "\n")

@@ -5,8 +5,9 @@ single-token step :func:`_decode_step` once per position: each call embeds one t
 at position ``pos`` (a traced scalar), attends to the cached keys/values, writes the next
 token — the prompt's own while a row is still inside its prompt, a sampled one afterwards —
 into the token buffer, and returns the updated cache. Temperature, top-k and top-p are traced
-arrays too, so the step compiles once per (model, batch, buffer length) and never per token
-or per setting (tested with a trace counter).
+arrays too, and the token buffer always spans the model context, so the step compiles once
+per (model, batch) and never per token, prompt length, ``max_new_tokens`` or setting (tested
+with a trace counter).
 
 Sampling: logits / temperature, then top-k (keep the ``k`` largest; 0: all), then top-p
 (nucleus: the smallest set of most likely tokens whose probability reaches ``p``; 1: all),
@@ -111,7 +112,9 @@ def sample(
     if S > cfg.context:
         raise ValueError(
             f"longest prompt {max(lens)} + max_new_tokens {max_new_tokens} = {S} exceeds the "
-            f"model context {cfg.context}"
+            f"model context {cfg.context}: shorten the prompt to at most "
+            f"{max(cfg.context - max_new_tokens, 0)} tokens or ask for at most "
+            f"{max(cfg.context - max(lens), 0)} new tokens"
         )
     for p in prompts:
         bad = [t for t in p if not 0 <= int(t) < cfg.vocab_size]
@@ -120,8 +123,10 @@ def sample(
                 f"prompt token {bad[0]} outside the vocabulary 0..{cfg.vocab_size - 1}"
             )
     B = len(prompts)
-    buf = np.zeros((B, S), np.int32)
-    in_prompt = np.zeros((B, S), bool)
+    # the token buffer always spans the whole context, so one compiled step serves every
+    # prompt length and max_new_tokens (the loop stops at S)
+    buf = np.zeros((B, cfg.context), np.int32)
+    in_prompt = np.zeros((B, cfg.context), bool)
     for i, p in enumerate(prompts):
         buf[i, : len(p)] = np.asarray(p, np.int32)
         in_prompt[i, : len(p)] = True
