@@ -49,4 +49,5 @@ def test_hellaswag_tool_prints_accuracies(tmp_path, capsys):
     cfg = tool.Config(source=str(_byte_model(tmp_path)), data=str(data), batch_examples=2)
     assert tool.main(cfg) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["n"] == 3 and set(out) == {"n", "acc", "acc_norm", "acc_token_norm"}
+    assert out["n"] == 3 and out["truncated_rows"] == 0
+    assert set(out) == {"n", "acc", "acc_norm", "acc_token_norm", "truncated_rows"}
