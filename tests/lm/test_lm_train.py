@@ -75,7 +75,10 @@ def test_layout_headline_metrics_and_figure(reference, out):
     names = {p.name for p in path.iterdir()}
     assert {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "tensorboard"} <= names
     assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["4", "6"]  # keep 2
-    assert set(reference.headline) == {k for k in HEADLINE_KEYS if "hellaswag" not in k}
+    # no MFU on a CPU: it has no known peak (n/a, not a number)
+    assert set(reference.headline) == {
+        k for k in HEADLINE_KEYS if "hellaswag" not in k and k != "mfu"
+    }
     assert reference.headline["tokens"] == 6 * 8 * 16
     assert all(math.isfinite(v) for v in reference.headline.values()), reference.headline
     curve = losses(out, "full")
@@ -88,9 +91,12 @@ def test_layout_headline_metrics_and_figure(reference, out):
     assert all(1 / 30_000 < r["phi"] <= 1 for r in rows if "phi" in r)
     timed = [r for r in rows if "tokens_per_s" in r]
     assert [r["step"] for r in timed] == [3, 6]
-    assert all(r["tokens_per_s"] > 0 and 0 < r["mfu"] < 10 for r in timed)
+    assert all(r["tokens_per_s"] > 0 and "mfu" not in r for r in timed)  # no CPU peak: n/a
     summary = json.loads((path / "summary.json").read_text())
-    assert "measured float32" in summary["details"]["peak_flops"]["run"]["source"]
+    assert summary["details"]["peak_flops"]["run"] == {
+        "flops": None,
+        "source": "no known peak for cpu: MFU n/a (set --peak-flops)",
+    }
     figures = plot_run(EXPERIMENT, path, out / "figures")
     assert [f.name for f in figures] == ["pretrain_loss_full.png"] and figures[0].exists()
 
@@ -113,7 +119,7 @@ def _tensorboard_tags(logdir):
 
 def test_tensorboard_event_files_hold_the_metrics(reference):
     tags = _tensorboard_tags(reference.path / "tensorboard")
-    assert {"loss", "lr", "val_loss", "phi", "tokens_per_s", "mfu"} <= tags
+    assert {"loss", "lr", "val_loss", "phi", "tokens_per_s"} <= tags and "mfu" not in tags
 
 
 def test_resume_after_interruption_equals_uninterrupted(base, reference, out, monkeypatch):
@@ -209,14 +215,25 @@ def test_console_line_every_log_every(base, out, capsys):
     figures = plot_run(EXPERIMENT, outcome.path, out / "figures")  # one panel: no phi
     assert [f.name for f in figures] == ["pretrain_loss_console.png"]
     err = capsys.readouterr().err
-    assert "measured float32 1024x1024 matmul rate" in err
+    assert "no known peak for cpu: MFU n/a (set --peak-flops)" in err
     lines = [ln for ln in err.splitlines() if "tok/s" in ln]
     assert len(lines) == 2, err  # steps 3 and 6; step 1 compiles and is not timed
     for ln in lines:
-        assert "loss" in ln and "lr" in ln and "ETA" in ln
-        mfu = float(ln.split("MFU ")[1].split("%")[0])
-        assert math.isfinite(mfu) and mfu > 0
+        assert "loss" in ln and "lr" in ln and "ETA" in ln and "MFU n/a" in ln
+    assert "mfu" not in outcome.headline
     assert not (folder(out, "console") / "tensorboard").exists()
+
+
+@pytest.mark.parametrize("peak, above", [(1e18, False), (1.0, True)])
+def test_mfu_against_a_given_peak_says_when_above_100(base, out, capsys, peak, above):
+    cfg = dataclasses.replace(base, noise_every=0, eval_every=0, ckpt_every=0, tensorboard=False,
+                              peak_flops=peak, steps=3, log_every=3)  # fmt: skip
+    outcome = execute(EXPERIMENT, cfg, preset="smoke", out=out, name=f"peak{peak:g}")
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if "tok/s" in ln)
+    mfu = float(line.split("MFU ")[1].split("%")[0])
+    assert math.isclose(mfu, 100 * outcome.headline["mfu"], rel_tol=0.05, abs_tol=0.05)
+    assert ("above 100 %" in line) == above and (mfu > 100) == above
 
 
 def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(base, out):
@@ -258,8 +275,12 @@ def test_peak_flops_table_and_measured_fallback():
     assert _train.device_peak_flops(device=dev("TPU v5 lite", "tpu"))[0] == 197e12
     assert _train.device_peak_flops(device=dev("TPU v5p", "tpu"))[0] == 459e12
     assert _train.device_peak_flops(5e12) == (5e12, "given by --peak-flops")
+    assert _train.device_peak_flops(device=dev("NVIDIA H200"))[0] == 989e12
+    assert _train.device_peak_flops(device=dev("NVIDIA A100-SXM4-80GB"))[0] == 312e12
     flops, source = _train.device_peak_flops(device=dev("Mystery accelerator"))
-    assert math.isfinite(flops) and flops > 0 and source.startswith("measured")
+    assert math.isnan(flops) and "MFU n/a" in source
+    flops, source = _train.device_peak_flops(device=dev("cpu", "cpu"))
+    assert math.isnan(flops) and source.startswith("no known peak for cpu")
 
 
 # --- Weights & Biases --------------------------------------------------------------------------

@@ -218,8 +218,9 @@ class TrainConfig:
     distributed: bool = False
     """Call jax.distributed.initialize() first (multi-host launches: SLURM, TPU pods, ...)."""
     peak_flops: float = 0.0
-    """Peak FLOP/s of one device for MFU; 0: the dense bf16 peak of a known GPU/TPU from its
-    device kind, else the measured float32 matmul rate of this machine (the console says which)."""
+    """Peak FLOP/s of one device for MFU; 0: the data-sheet dense bf16 peak of a known GPU/TPU
+    (H100/H200/B200/A100/L40S/L4/A10, TPU v4/v5e/v5p/v6e) from its device kind, else MFU is
+    shown as n/a (a CPU has no one documented peak)."""
     tensorboard: bool = True
     """Write the metrics as TensorBoard event files into <run folder>/tensorboard."""
     wandb: bool = False

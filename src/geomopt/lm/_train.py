@@ -106,7 +106,8 @@ def peak_flops_per_device(device=None) -> float:
 @functools.cache
 def measured_matmul_flops(n: int = 1024, repeats: int = 5, dtype: str = "float32") -> float:
     """FLOP/s of a jitted ``n x n`` matmul on the default device, median of ``repeats`` timed
-    calls after one warm-up (measured once per process)."""
+    calls after one warm-up (measured once per process). Not used for MFU (it moves with the
+    machine's load: 28 %-102 % MFU for one speed); benchmarks report it next to MFU."""
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.dtype(dtype))
     f = jax.jit(lambda x: x @ x)
     f(a).block_until_ready()
@@ -119,11 +120,13 @@ def measured_matmul_flops(n: int = 1024, repeats: int = 5, dtype: str = "float32
 
 
 def device_peak_flops(override: float = 0.0, device=None) -> tuple[float, str]:
-    """``(peak FLOP/s per device, where it comes from)`` for MFU — always a number.
+    """``(peak FLOP/s per device, where it comes from)`` for MFU.
 
-    ``override`` > 0 wins; a known GPU/TPU gets its dense bf16 peak from :data:`_PEAK_BF16`;
-    anything else (a CPU, an unknown accelerator) gets the measured float32 matmul rate of a
-    1024 x 1024 matmul, so its MFU says how close the step gets to this machine's best matmul.
+    ``override`` > 0 wins; a known GPU/TPU gets its dense bf16 peak from :data:`_PEAK_BF16`
+    (a fixed data-sheet number, so MFU cannot exceed 100 % and does not move with a rate
+    re-measured each run); anything else (a CPU, an unknown accelerator) gets NaN, and MFU is
+    shown as n/a: a CPU has no one documented peak (it depends on the cores, vector units and
+    clock), so pass ``--peak-flops`` to get one there.
     """
     if override > 0:
         return float(override), "given by --peak-flops"
@@ -132,7 +135,15 @@ def device_peak_flops(override: float = 0.0, device=None) -> tuple[float, str]:
     kind = getattr(device, "device_kind", device.platform)
     if math.isfinite(table):
         return table, f"dense bf16 peak of {kind} (data sheet)"
-    return measured_matmul_flops(), f"measured float32 1024x1024 matmul rate of this {kind}"
+    return math.nan, f"no known peak for {kind}: MFU n/a (set --peak-flops)"
+
+
+def _mfu_text(mfu: float, peak: float) -> str:
+    if not math.isfinite(mfu):
+        return "MFU n/a"
+    if mfu > 1.0:  # only with a --peak-flops below the device's real peak
+        return f"MFU {100 * mfu:.1f}% (above 100 %: --peak-flops {peak:.3g} is below the peak)"
+    return f"MFU {100 * mfu:.1f}%"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -920,11 +931,15 @@ def train(
     say(
         f"{label + ': ' if label else ''}{cfg.optim.algorithm} lr {cfg.optim.lr:g}, "
         f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length} tokens on "
-        f"{trainer.n_devices} device(s); MFU relative to {_si(peak)}FLOP/s per device "
-        f"({peak_source})"
+        f"{trainer.n_devices} device(s); "
+        + (
+            f"MFU relative to {_si(peak)}FLOP/s per device ({peak_source})"
+            if math.isfinite(peak)
+            else peak_source
+        )
     )
     run.details.setdefault("peak_flops", {})[label or "run"] = {
-        "flops": peak,
+        "flops": peak if math.isfinite(peak) else None,
         "source": peak_source,
     }
     sinks = MetricSinks(run, cfg, tag=tag)
@@ -1055,10 +1070,12 @@ def _loop(trainer, params, opt_state, start, run, sinks, store, say, peak, hella
                 if n > 0 and secs > 0:
                     tps = n * tps_step / secs
                     mfu = trainer.flops_per_token * tps / (peak * trainer.n_devices)
-                    last.update(step_time=secs / n, tokens_per_s=tps, mfu=mfu)
+                    last.update(step_time=secs / n, tokens_per_s=tps)
+                    if math.isfinite(mfu):
+                        last["mfu"] = mfu
                     rates.append(tps)
                     eta = (cfg.steps - done) * secs / n
-                    line += f" | {_si(tps)} tok/s | MFU {100 * mfu:.1f}% | ETA {_duration(eta)}"
+                    line += f" | {_si(tps)} tok/s | {_mfu_text(mfu, peak)} | ETA {_duration(eta)}"
                 say(line)
             sinks.write(rows)
             rows.clear()
@@ -1079,7 +1096,9 @@ def _loop(trainer, params, opt_state, start, run, sinks, store, say, peak, hella
         steps=cfg.steps,
         tokens=cfg.steps * tps_step,
         tokens_per_s=tokens_per_s,
-        mfu=trainer.flops_per_token * tokens_per_s / (peak * trainer.n_devices),
         params=int(sum(x.size for x in jax.tree.leaves(params))),
     )
+    mfu = trainer.flops_per_token * tokens_per_s / (peak * trainer.n_devices)
+    if math.isfinite(mfu):  # n/a without a known peak: no number at all
+        summary["mfu"] = mfu
     return summary
