@@ -22,10 +22,21 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     headline = json.loads((run_dir / "summary.json").read_text())["headline"]
     bad = {k: v for k, v in outcome.headline.items() if not math.isfinite(v)}
     assert not bad, f"smoke headline values not finite: {bad}"
+    assert cfg.n_seeds >= 2
     for m in cfg.methods:
         for k in ("PPL", "PDV", "FID", "quality"):
-            assert np.isfinite(headline[f"{m}/{k}"]), (m, k)
+            lo, mid, hi = (headline[f"{m}/{k}{s}"] for s in ("/ci_lo", "", "/ci_hi"))
+            assert lo <= mid <= hi, (m, k)
         assert headline[f"{m}/PPL"] >= 0 and 0.1 <= headline[f"{m}/quality"] <= 1
+    # the pipeline is exercised: the methods' frames differ
+    for k in ("PPL", "FID"):
+        vals = [headline[f"{m}/{k}"] for m in cfg.methods]
+        assert len(set(np.round(vals, 6))) == len(vals), (k, vals)
+    # every method's frames start and end at the same two real digits
+    with np.load(run_dir / "paths.npz") as f:
+        ends = [f[m][:, [0, -1]] for m in cfg.methods]
+    for e in ends[1:]:
+        np.testing.assert_array_equal(e, ends[0])
     figs = plot_run(EXPERIMENT, run_dir, tmp_path / "figs")
     assert sorted(p.name for p in figs) == ["digits_metrics_smoke.png", "digits_strips_smoke.png"]
 

@@ -25,11 +25,18 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     headline = json.loads((run_dir / "summary.json").read_text())["headline"]
     bad = {k: v for k, v in outcome.headline.items() if not math.isfinite(v)}
     assert not bad, f"smoke headline values not finite: {bad}"
+    assert cfg.n_seeds >= 2
     for m in cfg.methods:
         for k in ("CD", "HD", "F@0.1", "COV", "family_dist"):
-            assert f"{m}/{k}" in headline
+            lo, mid, hi = (headline[f"{m}/{k}{s}"] for s in ("/ci_lo", "", "/ci_hi"))
+            assert lo <= mid <= hi, (m, k)
         assert 0 <= headline[f"{m}/COV"] <= 1
         assert 0 <= headline[f"{m}/F@0.1"] <= 1
+        assert headline[f"{m}/family_dist"] < 0.5  # decoded shapes, not empty grids
+    # the pipeline is exercised: the methods' decoded shapes differ
+    for k in ("CD", "family_dist"):
+        vals = [headline[f"{m}/{k}"] for m in cfg.methods]
+        assert len(set(np.round(vals, 6))) == len(vals), (k, vals)
     with np.load(run_dir / "paths.npz") as f:
         assert f["gfm"].shape == (cfg.n_pairs, cfg.n_points, cfg.latent_dim)
     figs = plot_run(EXPERIMENT, run_dir, tmp_path / "figs")
@@ -69,23 +76,56 @@ def test_heun_denoise_follows_the_exact_pf_ode():
     np.testing.assert_allclose(out, at_min * s0**2 / (s0**2 + smin**2), rtol=1e-4)
 
 
-def test_interpolate_all_keeps_endpoints_and_rejects_bad_input(key):
+def test_interpolate_all_pins_the_clean_endpoints_and_rejects_bad_input(key):
     den = EDMDenoiser(4, DenoiserConfig(width=8, n_blocks=1, embed_dim=8), key=key)
     rng = np.random.default_rng(0)
     x0, x1 = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
     data = rng.standard_normal((32, 4))
     out = itp.interpolate_all(x0, x1, denoiser=den, data=data, key=jax.random.key(1), n_points=5,
-                              adam_iters=3, rbf_iters=3, land_iters=3, rbf_centers=4)  # fmt: skip
-    for m in ("linear", "slerp", "rbf", "land"):  # clean endpoints, no denoising
-        np.testing.assert_allclose(out[m]["path"][:, 0], x0, atol=1e-5)
-        np.testing.assert_allclose(out[m]["path"][:, -1], x1, atol=1e-5)
-    # an untrained EDMDenoiser is D = c_skip x: the noised methods all denoise the same noisy
-    # endpoints the same way
-    np.testing.assert_allclose(out["gfm"]["path"][:, 0], out["stein"]["path"][:, 0], rtol=1e-5)
+                              adam_iters=3, rbf_iters=3, land_iters=3, rbf_centers=4,
+                              rbf_fit_iters=5)  # fmt: skip
+    assert set(out) == set(itp.METHODS)
+    for res in out.values():  # every method joins the same clean endpoints
+        np.testing.assert_array_equal(res["path"][:, 0], x0.astype(np.float32))
+        np.testing.assert_array_equal(res["path"][:, -1], x1.astype(np.float32))
+    for m in itp.NOISED:  # inner waypoints: the solved noisy path, denoised
+        noisy = out[m]["noisy_path"]
+        assert not np.allclose(noisy[:, 0], x0, atol=1e-3)  # solved between noised endpoints
+        want = itp.heun_denoise(den, noisy[:, 1:-1].reshape(-1, 4), 0.3, num_steps=5)
+        np.testing.assert_allclose(out[m]["path"][:, 1:-1].reshape(-1, 4), want, rtol=1e-5)
+        assert out[m]["endpoint_shift"] > 0
+    # an untrained EDMDenoiser is D = c_skip x: every noised method starts from the same draw
+    np.testing.assert_allclose(out["gfm"]["noisy_path"][:, 0], out["stein"]["noisy_path"][:, 0])
     with pytest.raises(ValueError, match="non-finite"):
         itp.interpolate_all(x0 * np.nan, x1, denoiser=den, data=data, key=key, methods=("linear",))
     with pytest.raises(ValueError, match="expected equal"):
         itp.interpolate_all(x0[:, :3], x1, denoiser=den, data=data, key=key)
+    with pytest.raises(ValueError, match="magic"):
+        itp.interpolate_all(x0, x1, denoiser=den, data=data, key=key, methods=("magic",))
+
+
+def test_settings_of_a_config_take_its_fields():
+    cfg = ShapesConfig(sigma=0.7, rbf_kappa=3.0, adam_iters=11)
+    s = itp.Settings.of(cfg)
+    assert (s.sigma, s.rbf_kappa, s.adam_iters, s.n_points) == (0.7, 3.0, 11, cfg.n_points)
+
+
+def test_summarise_gives_mean_and_t_interval_over_seeds_and_explains_nan():
+    from scipy import stats
+
+    from geomopt.shapes._study import summarise
+
+    vals = [1.0, 2.0, 4.0]
+    per_seed = [{"gfm": {"CD": v, "HD": v if i else math.nan}} for i, v in enumerate(vals)]
+    out, why = summarise(per_seed, {"gfm": ("CD", "HD", "COV")})
+    half = stats.t.ppf(0.975, 2) * np.std(vals, ddof=1) / np.sqrt(3)
+    assert out["gfm/CD"] == pytest.approx(7 / 3)
+    assert out["gfm/CD/ci_lo"] == pytest.approx(7 / 3 - half)
+    assert out["gfm/CD/ci_hi"] == pytest.approx(7 / 3 + half)
+    assert math.isnan(out["gfm/HD"]) and "seed(s) [0]" in why["gfm/HD"]
+    assert "gfm/COV" not in out  # a metric no seed has is left out
+    one, why = summarise(per_seed[:1], {"gfm": ("CD",)})
+    assert one["gfm/CD"] == 1.0 and math.isnan(one["gfm/CD/ci_lo"]) and "gfm/CD/ci_lo" in why
 
 
 def test_batched_slerp_matches_the_single_pair_baseline():

@@ -25,11 +25,11 @@ DIGITS = exp_digits.EXPERIMENT
 RUN_A = ["A", "0.05", "0.5", "20", "0.001"]
 SHAPES_COUNTS = (
     "n_shapes n_reference n_cloud n_query ae_width ae_steps ae_batch edm_width edm_steps n_pairs "
-    "denoise_steps n_eval_points rbf_centers adam_iters rbf_iters land_iters"
+    "denoise_steps n_eval_points rbf_centers adam_iters rbf_iters land_iters rbf_fit_iters n_seeds"
 ).split()
 DIGITS_COUNTS = (
     "edm_width edm_steps classifier_steps n_pairs adam_iters rbf_iters land_iters rbf_centers "
-    "denoise_steps n_test"
+    "denoise_steps n_test rbf_fit_iters n_seeds"
 ).split()
 
 ROWS = [
@@ -125,6 +125,7 @@ ROWS = [
     (SHAPES, ["--methods", "gfm", "magic"], "methods"),
     (SHAPES, ["--n-eval-points", "300"], "n_eval_points"),
     (SHAPES, ["--rbf-centers", "17"], "rbf_centers"),
+    (SHAPES, ["--rbf-kappa", "0"], "rbf_kappa"),
     # gfm/digits
     *[(DIGITS, [f"--{f.replace('_', '-')}", "0"], f) for f in DIGITS_COUNTS],
     (DIGITS, ["--seed", "-1"], "seed"),
@@ -137,6 +138,7 @@ ROWS = [
     (DIGITS, ["--lam", "nan"], "lam"),
     (DIGITS, ["--methods"], "methods"),
     (DIGITS, ["--methods", "gfm", "gfm"], "methods"),
+    (DIGITS, ["--rbf-kappa", "-1"], "rbf_kappa"),
 ]
 
 

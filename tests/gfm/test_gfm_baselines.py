@@ -29,17 +29,37 @@ def test_spherical_interpolation_is_a_constant_speed_great_circle():
     np.testing.assert_allclose(bl.linear(a, b, 3)[1], [1.0, 0.0, 1.0])
 
 
-def test_fitted_metrics():
+def test_fitted_land_metric():
+    # (the RBF fit: test_gfm_protocol.py and the two-cluster test below)
     data = unit_circle_data()
-    rbf = bl.fit_rbf(data, n_centers=16)
-    h = jax.vmap(rbf.h)(jnp.asarray(data))
-    assert abs(float(jnp.median(h)) - 1.0) < 0.25  # fitted so that h ~ 1 on the data
-    assert float(rbf.h(jnp.zeros(2))) < 0.3  # and small off the data (the circle's centre)
     land = bl.fit_land(data)
     d = np.sqrt(((data[:, None] - data[None]) ** 2).sum(-1))
     np.testing.assert_allclose(float(land.gamma), np.median(d[np.triu_indices(len(data), 1)]) / 3)
     g_on, g_off = land.diagonal(jnp.array([1.0, 0.0])), land.diagonal(jnp.array([0.0, 0.0]))
     assert float(g_on[0]) > float(g_off[0])  # moving across the data costs more than in the hole
+
+
+def test_official_rbf_fit_on_two_clusters_matches_its_formulas_and_least_squares():
+    # Two far-apart blobs, two centres: k-means finds the blobs, so the centres are the blob
+    # means, sigma_k = sqrt(sum_d var_kd) + 1e-5, lam_k = 0.5 / (kappa sigma_k)^2 and
+    # h(x) = sum_k W_k exp(-0.5 lam_k |x - c_k|^2); W (unconstrained) minimises
+    # mean_n (1 - h(x_n))^2, a linear least-squares problem whose solution lstsq gives.
+    rng = np.random.default_rng(0)
+    blobs = [rng.normal(size=(200, 2)) * [0.5, 0.3] + c for c in ([-6.0, 0.0], [6.0, 0.0])]
+    data = np.concatenate(blobs)
+    kappa = 2.0
+    rbf = bl.fit_rbf_official(data, n_centers=2, kappa=kappa, fit_iters=4000, lr=1e-2)
+    order = np.argsort(np.asarray(rbf.centers)[:, 0])
+    centers = np.asarray(rbf.centers)[order]
+    np.testing.assert_allclose(centers, [b.mean(0) for b in blobs], rtol=1e-10, atol=1e-12)
+    sig = np.array([np.sqrt(b.var(0).sum()) + 1e-5 for b in blobs])
+    lam = 0.5 / (kappa * sig) ** 2
+    np.testing.assert_allclose(np.asarray(rbf.bandwidths)[order], 0.5 * lam, rtol=1e-10)
+    phi = np.exp(-0.5 * lam[None] * ((data[:, None] - centers[None]) ** 2).sum(-1))
+    w_ls = np.linalg.lstsq(phi, np.ones(len(data)), rcond=None)[0]
+    np.testing.assert_allclose(np.asarray(rbf.weights)[order], w_ls, rtol=0.03)
+    h = jax.vmap(rbf.h)(jnp.asarray(data))
+    np.testing.assert_allclose(h, phi @ w_ls, atol=0.05)
 
 
 def test_stein_energy_without_score_gives_the_straight_line():

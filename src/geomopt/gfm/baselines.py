@@ -6,8 +6,8 @@ path with the same number of waypoints as GFM, with the same banded least-square
 waypoints) or with Adam. With ``dx_i = x_{i+1} - x_i``, midpoints ``m_i``, ``dt = 1/(K-1)``:
 
 - :class:`RBFEnergy`: ``sum_i g(m_i) |dx_i|^2 / dt`` with the conformal RBF metric
-  ``g = 1 / (h(x) + 1e-3)``, ``h`` a non-negative sum of RBF bumps on k-means centres fitted so
-  ``h ~ 1`` on the data (:func:`fit_rbf`).
+  ``g = 1 / (h(x) + 1e-3)``, ``h`` a weighted sum of RBF bumps on k-means centres fitted so
+  ``h ~ 1`` on the data (:func:`fit_rbf_official`).
 - :class:`LANDEnergy`: ``sum_i dx_i^T diag(g(m_i)) dx_i / dt`` with the LAND diagonal metric
   ``g_d = 1 / (sum_n w_n (x_{n,d} - x_d)^2 + 1e-3)``, ``w_n = exp(-|x - x_n|^2 / (2 gamma^2))``,
   ``gamma`` = median pairwise distance / 3 (:func:`fit_land`).
@@ -19,8 +19,8 @@ waypoints) or with Adam. With ``dx_i = x_{i+1} - x_i``, midpoints ``m_i``, ``dt 
 
 Every energy is a sum of squares ``sum_i |e_i|^2``; ``e_i`` is what :meth:`segment` returns.
 
-The official protocol (what the experiments run; see ``/work/shared/papers/gfm.md`` and the
-official code taka2223/GFM-release, ``gfm/path/metrics.py`` and ``geodesic_interpolation.py``):
+The official protocol (what the experiments run; the official code taka2223/GFM-release,
+``gfm/path/metrics.py`` and ``geodesic_interpolation.py``):
 :func:`fit_rbf_official` / :func:`fit_land_official` fit the metrics as there (k-means centres,
 weights by Adam), :func:`official_energy` writes each baseline's path energy in the official form
 and :func:`adam_path` minimises it with the official optimiser (:data:`OFFICIAL`: Adam, its
@@ -38,7 +38,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
 
 from ._checks import check_endpoints, positive
 from ._init import check_great_circle, straight_line
@@ -54,7 +53,6 @@ __all__ = [
     "ScoreEnergy",
     "SteinEnergy",
     "DensityConformalEnergy",
-    "fit_rbf",
     "fit_land",
     "minimise_energy",
     "path_energy",
@@ -129,44 +127,6 @@ class RBFEnergy(PathEnergy):
 
     def segment(self, xa, xb, dt):
         return _midpoint_conformal(lambda m: 1.0 / (self.h(m) + METRIC_EPS), xa, xb, dt)
-
-
-def _kmeans(data: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centers = data[rng.choice(len(data), size=k, replace=False)]
-    for _ in range(iters):
-        d2 = ((data[:, None, :] - centers[None]) ** 2).sum(-1)
-        labels = d2.argmin(1)
-        for j in range(k):
-            members = data[labels == j]
-            if len(members):
-                centers[j] = members.mean(0)
-    d2 = ((data[:, None, :] - centers[None]) ** 2).sum(-1)
-    return centers, d2.argmin(1)
-
-
-def fit_rbf(data, *, n_centers: int = 64, kappa: float = 1.0, seed: int = 0) -> RBFEnergy:
-    """Fit the RBF metric (Arvanitidis et al.): k-means centres (Lloyd, 50 iterations),
-    bandwidths ``l_k = 1 / (2 (kappa * spread_k)^2)`` with ``spread_k`` the mean distance of a
-    cluster's points to its centre, and non-negative weights from NNLS so ``h(x_n) ~ 1`` on the
-    data. ``n_centers`` and ``kappa`` are our defaults (the summary gives no values)."""
-    data = np.asarray(data, dtype=np.float64)
-    if data.ndim != 2 or len(data) < n_centers:
-        raise ValueError(f"data of shape {data.shape}: expected (n >= {n_centers}, d)")
-    centers, labels = _kmeans(data, n_centers, 50, seed)
-    spread = np.array(
-        [
-            np.linalg.norm(data[labels == j] - centers[j], axis=1).mean()
-            if (labels == j).sum() > 1
-            else np.nan
-            for j in range(n_centers)
-        ]
-    )
-    spread = np.where(np.isfinite(spread) & (spread > 0), spread, np.nanmedian(spread))
-    bandwidths = 0.5 / (kappa * spread) ** 2
-    phi = np.exp(-bandwidths[None] * ((data[:, None] - centers[None]) ** 2).sum(-1))
-    weights, _ = scipy.optimize.nnls(phi, np.ones(len(data)))
-    return RBFEnergy(jnp.asarray(centers), jnp.asarray(bandwidths), jnp.asarray(weights))
 
 
 class LANDEnergy(PathEnergy):

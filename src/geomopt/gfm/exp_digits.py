@@ -6,7 +6,10 @@ settings where they apply (sigma 0.5, lambda 1, Adam lr 0.01 / 800 iterations fo
 solvers, 18 Heun denoising steps); the metrics are the official image metrics with substitutes
 computed by a small classifier trained here (:mod:`geomopt.shapes._digits`): PPL, PDV, a
 no-reference quality score and FID of the inner frames against the data, all in its feature
-space.
+space. Every method's frames start and end at the same two real digits. This file only
+declares the comparison (:func:`_study`); :mod:`geomopt.shapes._study` runs it over
+``n_seeds`` seeds (split, models, pairs and noise each) and reports means with 95 % intervals
+over seeds.
 
     uv run experiments/gfm/digits.py [smoke|quick|paper] [--field value ...]
 """
@@ -33,8 +36,8 @@ class DigitsConfig:
     """Adam steps of the denoiser (batch 256, lr 1e-3 with cosine decay)."""
     classifier_steps: int = 1500
     """Adam steps of the feature classifier (batch 128, lr 3e-3)."""
-    n_pairs: int = 16
-    """Endpoint pairs: held-out images with different labels."""
+    n_pairs: int = 64
+    """Endpoint pairs per seed: held-out images with different labels."""
     n_points: int = 10
     """Frames including the endpoints."""
     sigma: float = 0.5
@@ -53,6 +56,10 @@ class DigitsConfig:
     """Adam iterations of land."""
     rbf_centers: int = 64
     """k-means centres of the RBF metric."""
+    rbf_kappa: float = 2.0
+    """RBF bandwidth factor kappa (official training script: 2)."""
+    rbf_fit_iters: int = 30_000
+    """Adam iterations of the RBF weights (official 30,000, batch 128, lr 1e-3)."""
     denoise_steps: int = 18
     """EDM Heun levels from sigma to 0.002 (official images: 18)."""
     n_test: int = 297
@@ -60,7 +67,10 @@ class DigitsConfig:
     methods: tuple[str, ...] = ALL_METHODS
     """Interpolation methods."""
     seed: int = 0
-    """Seed of the split, training, pairs and noise."""
+    """First seed of the split, training, pairs and noise."""
+    n_seeds: int = 3
+    """Seeds ``seed, seed + 1, ...``, each with its own split, models, pairs and noise; every
+    headline number is their mean with a 95 % t-interval (``/ci_lo``, ``/ci_hi``)."""
 
 
 N_IMAGES = 1797
@@ -69,7 +79,8 @@ N_IMAGES = 1797
 
 def validate(cfg: DigitsConfig) -> None:
     check_ints(cfg, "edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters",
-               "rbf_iters", "land_iters", "rbf_centers", "denoise_steps", "n_test")  # fmt: skip
+               "rbf_iters", "land_iters", "rbf_centers", "denoise_steps", "n_test",
+               "rbf_fit_iters", "n_seeds")  # fmt: skip
     check_ints(cfg, "seed", minimum=0)
     check_ints(cfg, "n_points", minimum=3)
     if not 2 * cfg.n_pairs <= cfg.n_test <= 1000:
@@ -81,7 +92,7 @@ def validate(cfg: DigitsConfig) -> None:
             f"rbf_centers={cfg.rbf_centers!r}: expected at most the {N_IMAGES - cfg.n_test} "
             "training images (k-means on them)"
         )
-    check_positive(cfg, "sigma", "lr")
+    check_positive(cfg, "sigma", "lr", "rbf_kappa")
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
     check_names(cfg, "methods", ALL_METHODS)
@@ -109,8 +120,7 @@ def _pairs(labels, n_pairs: int, seed: int):
     return np.array(a), np.array(b)
 
 
-def _models(cfg: DigitsConfig, run: Run, x_train, y_train):
-    import equinox as eqx
+def _models(cfg: DigitsConfig, run: Run, x_train, y_train, seed: int):
     import jax
 
     from geomopt.diffusion import DenoiserConfig, EDMDenoiser
@@ -118,9 +128,9 @@ def _models(cfg: DigitsConfig, run: Run, x_train, y_train):
     from geomopt.shapes import _model as mdl
 
     key = {"edm_width": cfg.edm_width, "edm_steps": cfg.edm_steps, "n_test": cfg.n_test,
-           "classifier_steps": cfg.classifier_steps, "seed": cfg.seed}  # fmt: skip
+           "classifier_steps": cfg.classifier_steps, "seed": seed}  # fmt: skip
     cache = run.cache_dir("digit_models", key)
-    k_edm, k_cls = jax.random.split(jax.random.key(cfg.seed))
+    k_edm, k_cls = jax.random.split(jax.random.key(seed))
     edm_skel = EDMDenoiser(64, DenoiserConfig(cfg.edm_width, 4, 64), key=k_edm)
     cls_skel = dg.Classifier(key=k_cls)
     if (cache / "edm" / "model.eqx").exists() and (cache / "classifier" / "model.eqx").exists():
@@ -130,7 +140,7 @@ def _models(cfg: DigitsConfig, run: Run, x_train, y_train):
         )
     edm_cfg = mdl.EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
                                  log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
-    bar = run.progress(total=cfg.edm_steps, desc="pixel EDM", unit="step")
+    bar = run.progress(total=cfg.edm_steps, desc=f"seed {seed}: pixel EDM", unit="step")
     edm, _ = mdl.train_latent_edm(
         x_train, edm_cfg, key=k_edm, on_chunk=lambda n, loss: bar.update(n, loss=loss)
     )
@@ -138,60 +148,59 @@ def _models(cfg: DigitsConfig, run: Run, x_train, y_train):
     cls = dg.train_classifier(x_train, y_train, key=k_cls, steps=cfg.classifier_steps)
     mdl.save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
     mdl.save_model(cache / "classifier", cls, {"steps": cfg.classifier_steps})
-    del eqx
     return edm, cls
 
 
-def run(cfg: DigitsConfig, run: Run) -> dict[str, float]:
+HEADLINE = ("PPL", "PDV", "FID", "quality")
+"""Per-method headline metrics (each with ``/ci_lo`` and ``/ci_hi`` over seeds)."""
+
+
+def _study(cfg: DigitsConfig, run: Run):
+    """The comparison of :mod:`geomopt.shapes._study`, declared for digits."""
     import jax
     import numpy as np
 
     from geomopt.shapes import _digits as dg
-    from geomopt.shapes import _interp as itp
+    from geomopt.shapes._study import Study, Trial
 
     x, y = dg.load_digits()
-    perm = np.random.default_rng(cfg.seed).permutation(len(x))
-    test, train = perm[: cfg.n_test], perm[cfg.n_test :]
-    edm, cls = _models(cfg, run, x[train], y[train])
-    _, probs = dg.features(cls, x[test])
-    accuracy = float((probs.argmax(1) == y[test]).mean())
-    run.print(f"feature classifier: held-out accuracy {accuracy:.3f}")
-
-    ia, ib = _pairs(y[test], cfg.n_pairs, cfg.seed)
-    x0, x1 = x[test][ia], x[test][ib]
-    bar = run.progress(total=len(cfg.methods), desc="interpolate", unit="method")
-    paths = itp.interpolate_all(
-        x0, x1, denoiser=edm, data=x[train], methods=cfg.methods,
-        key=jax.random.key(cfg.seed + 7), n_points=cfg.n_points, sigma=cfg.sigma, lam=cfg.lam,
-        residual=cfg.residual, lr=cfg.lr, adam_iters=cfg.adam_iters, rbf_iters=cfg.rbf_iters,
-        land_iters=cfg.land_iters, rbf_centers=cfg.rbf_centers, denoise_steps=cfg.denoise_steps,
-        on_method=lambda m: (bar.set_description(f"interpolate (done: {m})"), bar.update(1)),
-    )  # fmt: skip
-    bar.close()
-
-    data_feat, _ = dg.features(cls, x)
     inner = list(range(1, cfg.n_points - 1))
-    headline: dict[str, float] = {"classifier_accuracy": accuracy}
-    table: dict[str, dict] = {}
-    for m in cfg.methods:
-        p = paths[m]["path"]
-        row = dg.path_scores(cls, p, inner)
-        f_inner, _ = dg.features(cls, p[:, inner].reshape(-1, 64))
-        row["FID"] = dg.frechet_distance(f_inner, data_feat)
-        row["seconds"] = paths[m]["seconds"]
-        if paths[m]["converged"] is not None:
-            row["converged"] = float(np.mean(paths[m]["converged"]))
-        table[m] = row
-        for k in ("PPL", "PDV", "FID", "quality"):
-            headline[f"{m}/{k}"] = row[k]
-        run.log(method=m, **row)
-    # the data's own FID floor: held-out images against all images
-    f_test, _ = dg.features(cls, x[test])
-    headline["heldout/FID"] = dg.frechet_distance(f_test, data_feat)
-    run.save_arrays("paths.npz", **{m: v["path"] for m, v in paths.items()})
-    run.details["table"] = table
-    run.details["methods"] = list(cfg.methods)
-    return headline
+
+    def prepare(seed: int) -> Trial:
+        perm = np.random.default_rng(seed).permutation(len(x))
+        test, train = perm[: cfg.n_test], perm[cfg.n_test :]
+        edm, cls = _models(cfg, run, x[train], y[train], seed)
+        ia, ib = _pairs(y[test], cfg.n_pairs, seed)
+        data_feat, _ = dg.features(cls, x)
+        extra = {"cls": cls, "test": test, "data_feat": data_feat}
+        return Trial(edm, x[train], x[test][ia], x[test][ib], jax.random.key(seed + 7), extra)
+
+    def score(trial: Trial, paths) -> dict[str, float]:
+        cls = trial.extra["cls"]
+        row = dg.path_scores(cls, paths, inner)
+        f_inner, _ = dg.features(cls, paths[:, inner].reshape(-1, 64))
+        row["FID"] = dg.frechet_distance(f_inner, trial.extra["data_feat"])
+        return row
+
+    def floors(trial: Trial) -> dict[str, dict[str, float]]:
+        # the data's own FID floor (held-out images against all images), and the classifier
+        test = trial.extra["test"]
+        f_test, probs = dg.features(trial.extra["cls"], x[test])
+        accuracy = float((probs.argmax(1) == y[test]).mean())
+        run.print(f"feature classifier: held-out accuracy {accuracy:.3f}")
+        return {"heldout": {"FID": dg.frechet_distance(f_test, trial.extra["data_feat"])},
+                "classifier": {"accuracy": accuracy}}  # fmt: skip
+
+    def keep(trial: Trial, paths: dict) -> None:
+        run.save_arrays("paths.npz", **{m: v["path"] for m, v in paths.items()})
+
+    return Study(prepare, score, HEADLINE, floors, ("FID", "accuracy"), keep)
+
+
+def run(cfg: DigitsConfig, run: Run) -> dict[str, float]:
+    from geomopt.shapes._study import run_study
+
+    return run_study(_study(cfg, run), cfg, run)
 
 
 LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "stein": "Stein",
@@ -199,11 +208,13 @@ LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``digits_strips.png`` (the frames of two pairs per method) and ``digits_metrics.png``."""
+    """``digits_strips.png`` (the frames of two pairs per method, first seed) and
+    ``digits_metrics.png`` (means over seeds with their 95 % intervals)."""
     import numpy as np
 
     from geomopt import plotting
     from geomopt.runs import read_run
+    from geomopt.shapes._study import error_bars
 
     rec = read_run(run_dir)
     methods = rec.details["methods"]
@@ -229,9 +240,10 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     fig, axes = plotting.figure(len(keys), 1, width=2.3, height=2.8)
     x = np.arange(len(methods))
     for ax, key in zip(np.asarray(axes).flat, keys, strict=True):
-        ax.bar(x, [table[m][key] for m in methods], color=[plotting.color(m) for m in methods])
+        ax.bar(x, [table[m][key] for m in methods], yerr=error_bars(rec.headline, methods, key),
+               capsize=2, color=[plotting.color(m) for m in methods])  # fmt: skip
         if key == "FID":
-            ax.axhline(rec.headline["heldout/FID"], color="k", ls="--", lw=0.8, label="held-out")
+            ax.axhline(table["heldout"]["FID"], color="k", ls="--", lw=0.8, label="held-out")
             ax.legend(loc="best", fontsize=6)
         ax.set_xticks(x, [LABELS.get(m, m) for m in methods], rotation=60, fontsize=7)
         ax.set_title(key + (" (higher better)" if key == "quality" else " (lower better)"),
@@ -247,17 +259,19 @@ EXPERIMENT = Experiment(
     presets={
         "smoke": DigitsConfig(
             edm_width=32,
-            edm_steps=20,
-            classifier_steps=20,
+            edm_steps=200,
+            classifier_steps=100,
             n_pairs=2,
             n_points=5,
             adam_iters=5,
             rbf_iters=5,
             land_iters=5,
             rbf_centers=8,
+            rbf_fit_iters=200,
             denoise_steps=3,
             n_test=40,
             methods=("gfm", "stein", "land", "slerp"),
+            n_seeds=2,
         ),
         "quick": DigitsConfig(),
         "paper": DigitsConfig(
@@ -271,7 +285,7 @@ EXPERIMENT = Experiment(
     },
     notes={
         "smoke": "tiny models, 4 of the 8 methods (each method compiles its own solver)",
-        "quick": "CPU: 4000 EDM steps, 16 pairs (runtime in README_latent.md)",
+        "quick": "CPU: 4000 EDM steps, 64 pairs x 3 seeds (not yet run at this size)",
         "paper": "larger denoiser, 100 pairs; for an accelerator",
     },
     run=run,
@@ -279,6 +293,7 @@ EXPERIMENT = Experiment(
     validate=validate,
     figures_dir="experiments/gfm/figures",
     key_numbers=("gfm/FID", "slerp/FID", "heldout/FID", "gfm/PPL", "gfm/quality"),
-    # quick: README_latent.md (1551 s at load ~15)
-    seconds={"smoke": 18.1, "quick": 1551.0},
+    # smoke: not measured on a quiet machine since it grew (README_latent.md); quick: not run
+    # since it grew from 16 pairs and one seed to 64 pairs and three
+    seconds={},
 )

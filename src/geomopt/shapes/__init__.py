@@ -7,7 +7,10 @@
 - :mod:`._model`: point-cloud encoder + SDF decoder (Equinox), its training, and decoding to
   meshes; the latent EDM denoiser's training.
 - :mod:`._interp`: every interpolation method on latents (GFM, Jacobian, Stein, RBF, LAND,
-  linear, SLERP) with the official noise / denoise pipeline.
+  linear, SLERP) behind one interface, with the official noise / denoise pipeline and the
+  clean endpoints pinned for every method.
+- :mod:`._study`: one comparison of those methods over seeds (prepare -> interpolate ->
+  score -> mean and 95 % interval), which the shapes and digits experiments declare.
 - :mod:`._io`: users' own meshes and point clouds (``.obj`` / ``.off`` / ``.ply`` / ``.npy``).
 - :mod:`._digits`: scikit-learn's 8x8 digits, a feature classifier and the image metrics
   (PPL, PDV, quality, FID) with the substitutes it makes possible.
@@ -42,10 +45,22 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_interp": [
             "METHODS",
+            "NOISED",
+            "REGISTRY",
+            "Method",
+            "Problem",
+            "Settings",
             "adam_energy",
             "heun_denoise",
             "interpolate_all",
             "slerp",
+        ],
+        "_study": [
+            "Study",
+            "Trial",
+            "error_bars",
+            "run_study",
+            "summarise",
         ],
         "_io": [
             "evaluate_folders",

@@ -1,0 +1,164 @@
+"""One latent-interpolation comparison, shared by ``gfm/shapes`` and ``gfm/digits``.
+
+For each seed (``cfg.seed``, ``cfg.seed + 1``, ...; the unit of replication: its own models,
+endpoint pairs and noise), :func:`run_study` prepares a :class:`Trial` (the experiment's
+models and endpoints), runs every method of :mod:`geomopt.shapes._interp` on it (noise ->
+solve -> denoise, clean endpoints pinned), scores each method's paths and the experiment's
+floors (reference rows such as the autoencoder's reconstructions), and logs one row per seed
+and method. The headline is the mean over seeds of each declared metric with its 95 %
+t-interval over seeds (:func:`geomopt.stats.mean_ci`): ``method/metric``,
+``method/metric/ci_lo``, ``method/metric/ci_hi``.
+
+An experiment is a :class:`Study`: how to prepare a seed, how to score paths, which floors it
+has, which metrics go to the headline, and what to keep for its figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from geomopt.stats import mean_ci
+
+from . import _interp as itp
+
+__all__ = ["Trial", "Study", "run_study", "summarise", "error_bars"]
+
+
+class Trial(NamedTuple):
+    """One seed's inputs: the denoiser, the data rbf / land fit, clean endpoints ``x0, x1
+    (B, d)``, the key of the endpoint noise, and whatever the experiment's scoring needs
+    (``extra``)."""
+
+    denoiser: Any
+    data: np.ndarray
+    x0: np.ndarray
+    x1: np.ndarray
+    key: Any
+    extra: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """An experiment, declared: ``prepare(seed) -> Trial``; ``score(trial, paths (B, K, d))
+    -> {metric: value}`` of one method's paths; ``floors(trial) -> {name: {metric: value}}``
+    (reference rows); the metrics of methods and floors that enter the headline; ``keep(trial,
+    paths)`` saves what the figures need (called for the first seed)."""
+
+    prepare: Callable[[int], Trial]
+    score: Callable[[Trial, np.ndarray], dict[str, float]]
+    headline: tuple[str, ...]
+    floors: Callable[[Trial], Mapping[str, Mapping[str, float]]] = lambda trial: {}
+    floor_headline: tuple[str, ...] = ()
+    keep: Callable[[Trial, dict], None] = lambda trial, paths: None
+
+
+def summarise(per_seed: list[Mapping[str, Mapping[str, float]]], keys: Mapping[str, tuple]):
+    """``{row/metric: mean, row/metric/ci_lo, row/metric/ci_hi}`` over seeds for each ``row``
+    and its ``keys[row]`` present, and ``{row/metric: reason}`` where a value is NaN (a seed
+    without the value, or a single seed: no interval)."""
+    out: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for row, metrics in keys.items():
+        for k in metrics:
+            vals = [float(seed_rows[row][k]) for seed_rows in per_seed if k in seed_rows[row]]
+            if not vals:
+                continue
+            name = f"{row}/{k}"
+            bad = [i for i, v in enumerate(vals) if not math.isfinite(v)]
+            if bad:
+                out[name] = out[f"{name}/ci_lo"] = out[f"{name}/ci_hi"] = math.nan
+                reasons[name] = f"not finite in seed(s) {bad} (see metrics.jsonl)"
+                continue
+            out[name], out[f"{name}/ci_lo"], out[f"{name}/ci_hi"] = mean_ci(vals)
+            if len(vals) < 2:
+                reasons[f"{name}/ci_lo"] = reasons[f"{name}/ci_hi"] = "one seed: no interval"
+    return out, reasons
+
+
+def error_bars(headline: Mapping[str, float], rows, metric: str) -> np.ndarray:
+    """``(2, len(rows))`` distances from each ``row/metric`` to its ``/ci_lo`` and ``/ci_hi``
+    in ``headline`` (``yerr`` of a bar chart; 0 where there is no interval)."""
+    err = np.zeros((2, len(rows)))
+    for j, row in enumerate(rows):
+        name = f"{row}/{metric}"
+        mid = headline.get(name, math.nan)
+        err[0, j] = mid - headline.get(f"{name}/ci_lo", math.nan)
+        err[1, j] = headline.get(f"{name}/ci_hi", math.nan) - mid
+    return np.nan_to_num(err, nan=0.0)
+
+
+def _mean_rows(per_seed: list[Mapping[str, Mapping[str, float]]]) -> dict[str, dict]:
+    """Per row and metric, the mean over seeds of the finite values (NaN if none)."""
+    table: dict[str, dict] = {}
+    for row in per_seed[0]:
+        keys = {k for seed_rows in per_seed for k in seed_rows[row]}
+        table[row] = {}
+        for k in sorted(keys):
+            v = np.array([float(r[row][k]) for r in per_seed if k in r[row]], float)
+            v = v[np.isfinite(v)]
+            table[row][k] = float(v.mean()) if v.size else math.nan
+    return table
+
+
+def _one_seed(study: Study, methods: tuple[str, ...], settings: dict, seed: int, run: Any):
+    """Prepare, interpolate and score one seed; ``(rows, paths)``."""
+    trial = study.prepare(seed)
+    bar = run.progress(total=len(methods), desc=f"seed {seed}: interpolate", unit="method")
+    paths = itp.interpolate_all(
+        trial.x0, trial.x1, denoiser=trial.denoiser, data=trial.data, methods=methods,
+        key=trial.key, **settings,
+        on_method=lambda m: (bar.set_description(f"seed {seed}: done {m}"), bar.update(1)),
+    )  # fmt: skip
+    bar.close()
+    rows: dict[str, dict[str, float]] = {}
+    bar = run.progress(total=len(methods) + 1, desc=f"seed {seed}: score", unit="set")
+    for name, row in study.floors(trial).items():
+        rows[name] = dict(row)
+    bar.update(1)
+    for m in methods:
+        bar.set_description(f"seed {seed}: score {m}")
+        res = paths[m]
+        row = dict(study.score(trial, res["path"]))
+        row["seconds"] = res["seconds"]
+        if res["converged"] is not None:
+            row["converged"] = float(np.mean(res["converged"]))
+            row["iterations"] = float(np.mean(res["iterations"]))
+        if "endpoint_shift" in res:
+            row["endpoint_shift"] = res["endpoint_shift"]
+        rows[m] = row
+        bar.update(1)
+    bar.close()
+    return trial, rows, paths
+
+
+def run_study(study: Study, cfg: Any, run: Any) -> dict[str, float]:
+    """Every seed of ``study`` with the methods and settings of ``cfg`` (fields ``methods``,
+    ``seed``, ``n_seeds`` and those of :class:`geomopt.shapes._interp.Settings`); logs a row
+    per seed and method (floors included) to ``run`` and returns the headline (module
+    docstring). ``run.details``: ``table`` (means over seeds), ``per_seed``, ``methods``,
+    ``seeds``."""
+    settings = dataclasses.asdict(itp.Settings.of(cfg))
+    methods = tuple(cfg.methods)
+    seeds = [cfg.seed + i for i in range(cfg.n_seeds)]
+    per_seed: list[dict[str, dict[str, float]]] = []
+    for seed in seeds:
+        trial, rows, paths = _one_seed(study, methods, settings, seed, run)
+        run.log_rows([{"seed": seed, "method": name, **row} for name, row in rows.items()])
+        if seed == seeds[0]:
+            study.keep(trial, paths)
+        per_seed.append(rows)
+    keys = {m: study.headline for m in methods}
+    keys.update({name: study.floor_headline for name in per_seed[0] if name not in methods})
+    headline, reasons = summarise(per_seed, keys)
+    for k, why in reasons.items():
+        run.explain_nan(k, why)
+    run.details["table"] = _mean_rows(per_seed)
+    run.details["per_seed"] = per_seed
+    run.details["methods"] = list(methods)
+    run.details["seeds"] = seeds
+    return headline
