@@ -67,8 +67,8 @@ def _hlo(cfg, tokens) -> str:
 
 
 def test_attention_implementation_actually_compiled():
-    """cuDNN's fused kernel appears in the compiled step when asked for (on a GPU), and every
-    implementation gives the blocked one's loss."""
+    """cuDNN's fused kernel (a ``__cudnn$fmha...`` custom call) appears in the compiled step
+    when asked for (on a GPU), and every implementation gives the blocked one's loss."""
     tokens = _tokens(2)
     cfg = dataclasses.replace(CFG, dtype="bfloat16")
     blocked = float(_loss_and_grads(cfg, tokens)[0])
@@ -76,8 +76,8 @@ def test_attention_implementation_actually_compiled():
     assert abs(xla - blocked) / blocked < 1e-2
     if jax.default_backend() == "gpu":
         fused = dataclasses.replace(cfg, attention="cudnn")
-        assert "cudnn" in _hlo(fused, tokens).lower()
-        assert "cudnn" not in _hlo(cfg, tokens).lower()  # the blocked default is plain XLA
+        assert "fmha" in _hlo(fused, tokens).lower()  # cuDNN's fused attention custom call
+        assert "fmha" not in _hlo(cfg, tokens).lower()  # the blocked default is plain XLA
         got = float(_loss_and_grads(fused, tokens)[0])
         assert abs(got - blocked) / blocked < 1e-2
     else:
