@@ -27,9 +27,11 @@ pipeline would have moved the endpoints is reported as ``endpoint_shift`` (mean
 Solvers: ``gfm`` is :func:`geomopt.gfm.solve` (Levenberg-Marquardt, exact Jacobian) with the
 ``residual`` chosen (official latents: ``"hypersphere"``) from the SLERP path; ``gfm_adam`` is
 the official optimiser (Adam lr 0.01, eps 1e-5, no clipping, 500 iterations, force detached).
-``jacobian`` (score-Jacobian energy, gradients through the network) and ``stein`` (score at the
-midpoints detached, lambda 1000) use Adam with cosine decay to 0.1 lr from the SLERP path, as
-the official ``ScoreBasedInterpolator`` / ``SteinScoreInterpolator``. ``rbf`` is the official
+``jacobian`` (score-Jacobian energy, gradients through the network) and ``stein`` (the
+official form, :func:`geomopt.gfm.baselines.official_energy`: score ``(D(m) - m) / sigma^2`` at
+the midpoints with the network output detached and ``m`` in the graph, lambda 1000) use Adam
+with cosine decay to 0.1 lr from the SLERP path, as the official ``ScoreBasedInterpolator`` /
+``SteinScoreInterpolator``. ``rbf`` is the official
 RBF metric (:func:`geomopt.gfm.baselines.fit_rbf_official`: k-means centres, ``kappa``, weights
 by Adam on ``mean (1 - h)^2``); ``land`` is :func:`geomopt.gfm.baselines.fit_land` (the official
 bandwidth, ``W = 1``).
@@ -186,13 +188,6 @@ def slerp(x0, x1, n_points: int) -> np.ndarray:
     return (direction * ((1 - t) * n0 + t * n1)).astype(np.float32)
 
 
-class _Detached(eqx.Module):
-    score: Callable
-
-    def __call__(self, x):
-        return jax.lax.stop_gradient(self.score(x))
-
-
 @eqx.filter_jit
 def _adam_core(energy, path0, lr, iters, cosine):
     inner0 = path0[:, 1:-1]
@@ -242,8 +237,9 @@ def _jacobian(p: Problem):
 
 def _stein(p: Problem):
     s = p.settings
-    energy = bl.SteinEnergy(_Detached(p.score))
-    return adam_energy(energy, p.slerp, lr=s.lr, iters=s.adam_iters, cosine=True), None
+    energy = bl.official_energy("stein", score=p.score, sigma=s.sigma)
+    paths, _, _, _ = bl.adam_path(energy, p.slerp, lr=s.lr, iters=s.adam_iters, cosine=0.1)
+    return paths, None
 
 
 def _rbf(p: Problem):
