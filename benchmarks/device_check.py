@@ -68,6 +68,9 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = Path(__file__).resolve().parent / ".wheels"
 
+ABSENT_ON_DEVICE = ("tyro", "trimesh", "ott", "tensorboardX", "matplotlib")
+"""Packages the device image lacks: no section may import them (the dry run fails if one did)."""
+
 GOAL_MFU = 0.45
 GOAL_HILBERT = 0.50
 GOAL_MUON = 0.60
@@ -804,7 +807,15 @@ def main(argv=None) -> int:
         print(
             f"[device_check] {name}: {status} ({took:.1f} s, {ctx.left():.0f} s left)", flush=True
         )
-    report.section("done", status="ok", results={"total_s": time.perf_counter() - ctx.t0})
+    leaked = sorted(m for m in ABSENT_ON_DEVICE if sys.modules.get(m) is not None)
+    report.section(
+        "done",
+        status="ok" if not leaked else "error",
+        results={"total_s": time.perf_counter() - ctx.t0, "imported_absent_on_device": leaked},
+    )
+    if leaked:
+        print(f"[device_check] imported {leaked}, which the device image lacks", flush=True)
+        failed += 1
     print(f"[device_check] wrote {args.out / 'device_report.md'}")
     return 1 if failed else 0
 

@@ -1,8 +1,9 @@
 """benchmarks/device_check.py cannot rot: its dry run (the device run's code paths at tiny
 sizes, on the CPU) writes every section of the report, in a Python where the packages the
 device image lacks (tyro, trimesh, ott-jax, tensorboardX, matplotlib) cannot be imported; a
-failing section is reported and does not lose the others; the MD/JSON report exists after
-every section. (The whole dry run, every section, runs in CI: `.ci/run`.)"""
+failing section is reported and does not lose the others; a run that imported one of those
+packages fails; the MD/JSON report exists after every section. (The whole dry run, every
+section, runs in CI: `.ci/run`.)"""
 
 import json
 import subprocess
@@ -53,3 +54,18 @@ def test_a_failing_section_is_reported_and_the_others_still_run(tmp_path):
     assert "optax" in report["sections"]["muon"]["error"]
     assert report["sections"]["hilbert"]["status"] == "ok"
     assert "## muon: error" in (tmp_path / "device_report.md").read_text()
+
+
+def test_a_run_that_imports_a_package_the_device_lacks_fails(tmp_path):
+    # tyro importable (not blocked) and imported by a section: the dry run must say so and fail
+    code = (
+        "import runpy, sys, types\n"
+        f"sys.argv = ['device_check.py', '--dry-run', '--out', {str(tmp_path)!r}, '--only',"
+        " 'environment']\n"
+        "sys.modules['tyro'] = types.ModuleType('tyro')\n"
+        f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    done = json.loads((tmp_path / "device_report.json").read_text())["sections"]["done"]
+    assert done["status"] == "error" and done["results"]["imported_absent_on_device"] == ["tyro"]
