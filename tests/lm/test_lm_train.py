@@ -139,12 +139,32 @@ def test_resume_after_interruption_equals_uninterrupted(base, reference, out, mo
     assert not folder(out, "cut").exists()
     assert not (unfinished(out, "cut") / "summary.json").exists()
     assert max(losses(out, "cut", unfinished(out, "cut"))) == 6  # rows after checkpoint 4 written
-    monkeypatch.setattr(_train.Checkpoints, "save", save)
+    before = load_metrics(unfinished(out, "cut"))
+    restored, saved = [], []
+    restore = _train.Checkpoints.restore
+
+    def recording_restore(self, step, params, opt_state):
+        restored.append(step)
+        return restore(self, step, params, opt_state)
+
+    def recording_save(self, step, params, opt_state):
+        saved.append(step)
+        save(self, step, params, opt_state)
+
+    monkeypatch.setattr(_train.Checkpoints, "restore", recording_restore)
+    monkeypatch.setattr(_train.Checkpoints, "save", recording_save)
     resumed = go(base, out, "cut")
     assert resumed.status == "resumed"
+    # it restarted from checkpoint 4 and ran steps 5 and 6 only
+    assert restored == [4] and saved == [6]
     rows = load_metrics(folder(out, "cut"))
     steps = [r["step"] for r in rows if "loss" in r]
     assert steps == sorted(set(steps))  # the interrupted rows 5, 6 were dropped, not doubled
+    # rows up to the checkpoint are the interrupted run's, untouched (step 3's measured
+    # tokens_per_s included, which a rerun from step 0 would measure anew)
+    early = [r for r in before if r["step"] <= 4]
+    assert any("tokens_per_s" in r for r in early)
+    assert [r for r in rows if r["step"] <= 4] == early
     assert losses(out, "cut") == losses(out, "full")  # step for step, bit for bit on CPU
     assert resumed.headline["final_val_loss"] == reference.headline["final_val_loss"]
 
