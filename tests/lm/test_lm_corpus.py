@@ -66,11 +66,11 @@ def test_prepare_pretrain_sample_hellaswag_with_the_readme_commands(prepared, ca
     assert (run / "checkpoints" / "2").is_dir()
 
     capsys.readouterr()
-    argv = ["--source", str(run), "--prompt", "the ", "--prompt", "a longer prompt ",
-            "--max-new-tokens", "5"]  # fmt: skip
+    argv = ["--source", str(run), "--prompt", "The ", "--prompt", "Once upon",
+            "--max-new-tokens", "20"]  # fmt: skip
     assert tool("sample")(argv) == 0
     out = capsys.readouterr().out
-    assert "--- 'the '" in out and "--- 'a longer prompt '" in out, out
+    assert "--- 'The '" in out and "--- 'Once upon'" in out, out
 
     hs = prepared / "hs.jsonl"
     rows = [{"ctx": "the model", "endings": ["learns", "signs", "a", "of"], "label": i % 4}
