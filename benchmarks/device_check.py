@@ -31,11 +31,15 @@ rate; Muon Newton-Schulz >= 60 % of the measured bf16 matmul rate.
 On the device (its own python3 with JAX, flax, optax, equinox, ...; nothing from our lock):
 
     PYTHONPATH=src python3 benchmarks/device_check.py --out /tmp/device
+    cp /tmp/device/device_report.md benchmarks/results/device_h200.md   # commit it (+ .json)
 
-The script imports neither tyro, trimesh, ott-jax, tensorboardX nor matplotlib. Only the
-``tests`` section needs a package such images may lack, pytest; carry it as wheels in the
-git-ignored ``benchmarks/.wheels`` (unpacked into ``<out>/_site`` at start, no pip needed),
-prepared here with network by
+(``--budget 300`` when less device time is left; the sections run in the order above, the
+report says which were skipped.)
+
+The script imports neither tyro, trimesh, ott-jax, tensorboardX nor matplotlib (a run that
+did fails). Only the ``tests`` section needs a package such images may lack, pytest; carry it
+as wheels in ``benchmarks/.wheels`` (unpacked into ``<out>/_site`` at start, no pip needed).
+Git ignores that folder, so copy it along with the tree; prepare it here, with network, by
 
     uvx pip download --no-deps --only-binary=:all: -d benchmarks/.wheels \
         pytest pluggy iniconfig packaging pygments
