@@ -396,3 +396,47 @@ def test_paper_presets_follow_the_paper():
     assert (noise.noise_every, noise.noise_samples) == (100, 512)
     for name in ("smoke", "quick"):
         _train.check_train_config(PRESETS[name])
+
+
+_EIGHT_DEVICES = """
+import dataclasses, json, sys
+import jax
+from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
+from geomopt.lm._train import Trainer
+
+assert jax.device_count() == 8, jax.devices()
+cfg = TrainConfig(
+    model=GPT2Config(vocab_size=256, n_layer=1, n_head=2, d_model=32, context=16),
+    optim=OptimConfig(algorithm="adamw", lr=1e-2),
+    data=DataConfig(offline_dir=sys.argv[1], offline_bytes=200_000),
+    batch_size=8, steps=3, eval_batches=0, n_devices=1, tensorboard=False,
+)
+out = {}
+for devices, fsdp in ((1, False), (8, False), (8, True)):
+    trainer = Trainer.build(dataclasses.replace(cfg, n_devices=devices, fsdp=fsdp))
+    params, opt_state = trainer.init()
+    losses = []
+    for step in range(cfg.steps):
+        params, opt_state, m = trainer.step(params, opt_state, step)
+        losses.append(float(m["loss"]))
+    out[f"{devices}{'fsdp' if fsdp else ''}"] = losses
+print(json.dumps(out))
+"""
+
+
+def test_eight_forced_host_devices_match_one_device(out):
+    """8 devices from ``--xla_force_host_platform_device_count`` (set before JAX starts, so in
+    a fresh process): data parallel and FSDP give the one-device losses."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-c", _EIGHT_DEVICES, str(out / "corpus")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(got["8"], got["1"], rtol=2e-5)
+    np.testing.assert_allclose(got["8fsdp"], got["1"], rtol=2e-5)
