@@ -8,7 +8,7 @@ from geomopt.runs import atomic_write_json, load_metrics, to_jsonable
 
 
 def test_strict_flags_are_on():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
         jnp.ones((3,)) + jnp.ones((2, 3))
 
 

@@ -3,15 +3,29 @@
 import json
 import struct
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
 from geomopt.experiment import execute
 from geomopt.gfm import exp_train_score
+from geomopt.manifolds import get_manifold
 
 
 def test_train_score_smoke_and_cache(gfm_out, run_smoke):
     exp = exp_train_score.EXPERIMENT
     outcome = run_smoke(exp, gfm_out)
     for m in ("circle", "torus"):
-        assert outcome.headline[f"{m}/sample_mean_distance"] > 0
+        manifold = get_manifold(m)
+        # the data: noise of std s off the manifold has mean distance s sqrt(2 / pi)
+        floor = manifold.default_noise * np.sqrt(2.0 / np.pi)
+        assert outcome.headline[f"{m}/data_mean_distance"] == pytest.approx(floor, rel=0.15)
+        # 100 training steps already pull the PF-ODE samples towards the manifold: closer than
+        # the samples of an untrained denoiser (zero output: N(0, I), sigma_data = 1)
+        noise = jax.random.normal(jax.random.key(0), (20_000, manifold.ambient_dim))
+        untrained = float(jnp.mean(jax.vmap(manifold.distance)(noise)))
+        assert 0 < outcome.headline[f"{m}/sample_mean_distance"] < 0.85 * untrained, untrained
     # one panel per manifold at a fixed panel size (the figure once grew quadratically wide)
     (figure,) = (gfm_out / "figures").rglob("gfm_score_samples_smoke.png")
     png = figure.read_bytes()

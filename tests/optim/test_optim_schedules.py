@@ -42,16 +42,17 @@ def test_schedules_jit_with_traced_peak():
 
 
 @pytest.mark.parametrize(
-    "make",
+    "make, match",
     [
-        lambda: one_cycle_schedule(-1.0, 10),
-        lambda: one_cycle_schedule(float("nan"), 10),
-        lambda: one_cycle_schedule(1.0, 0),
-        lambda: one_cycle_schedule(1.0, 10, warmup_frac=1.5),
-        lambda: wsd_schedule(1.0, 10, warmup_steps=8, decay_frac=0.5),
-        lambda: cosine_schedule(1.0, 10, warmup_steps=11),
+        (lambda: one_cycle_schedule(-1.0, 10), r"peak_lr=-1\.0: expected a finite"),
+        (lambda: one_cycle_schedule(float("nan"), 10), r"peak_lr=nan: expected a finite"),
+        (lambda: one_cycle_schedule(1.0, 0), r"total_steps=0: expected an int >= 1"),
+        (lambda: one_cycle_schedule(1.0, 10, warmup_frac=1.5), r"warmup_frac=1\.5"),
+        (lambda: wsd_schedule(1.0, 10, warmup_steps=8, decay_frac=0.5),
+         r"warmup_steps=8 \+ decay_frac\*total_steps=5 exceed total_steps=10"),
+        (lambda: cosine_schedule(1.0, 10, warmup_steps=11), r"warmup_steps=11: .* \[0, 10\]"),
     ],
-)
-def test_schedules_bad_input(make):
-    with pytest.raises(ValueError):
+)  # fmt: skip
+def test_schedules_bad_input_names_the_value(make, match):
+    with pytest.raises(ValueError, match=match):
         make()

@@ -128,27 +128,29 @@ def test_reduced_and_full_instance_agree_in_expectation():
 
 
 @pytest.mark.parametrize(
-    "call",
+    "call, match",
     [
-        lambda: pr.sparse_sigma(0, 1, 1.0),
-        lambda: pr.sparse_sigma(5, 6, 1.0),
-        lambda: pr.sparse_sigma(5, -1, 1.0),
-        lambda: pr.sparse_sigma(5, 1, -1.0),
-        lambda: pr.sparse_sigma(5, 1, float("nan")),
-        lambda: pr.sigma_with_phi(10, 0.05),
-        lambda: pr.sigma_with_phi(10, 1.5),
-        lambda: pr.separable_problem([1.0, 1.0], [0.1], [0.0, 0.0]),
-        lambda: pr.separable_problem([1.0], [-0.1], [0.0]),
-        lambda: pr.separable_problem([1.0], [float("inf")], [0.0]),
-        lambda: pr.separable_problem([], [], []),
-        lambda: pr.separable_problem([1.0], [0.1], [0.0], kind="cubic"),
-        lambda: pr.separable_problem([1.0], [0.1], [0.0], noise="student_t", df=2.0),
-        lambda: pr.sgd_hard_instance(10, 11, 1.0),
-        lambda: pr.sgd_hard_instance(0, 1, 1.0),
+        (lambda: pr.sparse_sigma(0, 1, 1.0), r"d=0: expected an integer >= 1"),
+        (lambda: pr.sparse_sigma(5, 6, 1.0), r"s=6: .* in \[1, d=5\]"),
+        (lambda: pr.sparse_sigma(5, -1, 1.0), r"s=-1: .* in \[1, d=5\]"),
+        (lambda: pr.sparse_sigma(5, 1, -1.0), r"l1=-1\.0: expected a finite number >= 0"),
+        (lambda: pr.sparse_sigma(5, 1, float("nan")), r"l1=nan: expected a finite number"),
+        (lambda: pr.sigma_with_phi(10, 0.05), r"phi=0\.05: .* \[0\.1, 1\]"),
+        (lambda: pr.sigma_with_phi(10, 1.5), r"phi=1\.5: .* \[0\.1, 1\]"),
+        (lambda: pr.separable_problem([1.0, 1.0], [0.1], [0.0, 0.0]), r"mismatched shapes"),
+        (lambda: pr.separable_problem([1.0], [-0.1], [0.0]), r"sigma has negative entries"),
+        (lambda: pr.separable_problem([1.0], [float("inf")], [0.0]),
+         r"sigma=\[inf\]: expected finite values"),
+        (lambda: pr.separable_problem([], [], []), r"L has d=0 coordinates"),
+        (lambda: pr.separable_problem([1.0], [0.1], [0.0], kind="cubic"), r"kind='cubic'"),
+        (lambda: pr.separable_problem([1.0], [0.1], [0.0], noise="student_t", df=2.0),
+         r"df=2\.0: expected a finite number > 2"),
+        (lambda: pr.sgd_hard_instance(10, 11, 1.0), r"s=11: .* in \[1, d=10\]"),
+        (lambda: pr.sgd_hard_instance(0, 1, 1.0), r"d=0: expected an integer >= 1"),
     ],
-)
-def test_bad_input_raises_value_error(call):
-    with pytest.raises(ValueError):
+)  # fmt: skip
+def test_bad_input_raises_value_error_naming_the_value(call, match):
+    with pytest.raises(ValueError, match=match):
         call()
 
 
