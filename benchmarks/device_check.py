@@ -38,7 +38,8 @@ report says which were skipped.)
 
 The script imports neither tyro, trimesh, ott-jax, tensorboardX nor matplotlib (a run that
 did fails). Only the ``tests`` section needs a package such images may lack, pytest; carry it
-as wheels in ``benchmarks/.wheels`` (unpacked into ``<out>/_site`` at start, no pip needed).
+as wheels in ``benchmarks/.wheels`` (unpacked into a temporary folder at start, no pip
+needed).
 Git ignores that folder, so copy it along with the tree; prepare it here, with network, by
 
     uvx pip download --no-deps --only-binary=:all: -d benchmarks/.wheels \
@@ -57,9 +58,11 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import zipfile
@@ -222,6 +225,7 @@ class Context:
         self.t0 = time.perf_counter()
         self.rates: dict[str, float] = {}
         self.site: Path | None = None
+        self.work = Path(".")
 
     def left(self) -> float:
         return self.args.budget - (time.perf_counter() - self.t0)
@@ -255,13 +259,13 @@ def nominal_peak() -> tuple[float, str]:
     return math.nan, f"no known peak for {kind}"
 
 
-def unpack_wheels(wheels: Path, out: Path) -> Path | None:
-    """Unpack the pure-Python wheels of ``wheels`` into ``out/_site`` (a wheel is a zip of its
+def unpack_wheels(wheels: Path, work: Path) -> Path | None:
+    """Unpack the pure-Python wheels of ``wheels`` into ``work/_site`` (a wheel is a zip of its
     package folders) and put it on ``sys.path``; ``None`` when there are none."""
     found = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
     if not found:
         return None
-    site = out / "_site"
+    site = work / "_site"
     site.mkdir(parents=True, exist_ok=True)
     for whl in found:
         with zipfile.ZipFile(whl) as z:
@@ -414,7 +418,7 @@ def _trainer(ctx: Context, model, batch: int):
     cfg = TrainConfig(
         model=model,
         optim=OptimConfig(algorithm="adamw", lr=6e-4, weight_decay=0.1),
-        data=DataConfig(offline_dir=str(ctx.args.out / "_corpus"), offline_bytes=2_000_000),
+        data=DataConfig(offline_dir=str(ctx.work / "corpus"), offline_bytes=2_000_000),
         seq_len=ctx.sizes.gpt2_seq,
         batch_size=batch,
         steps=1000,
@@ -782,7 +786,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "src"))
     report = Report(args.out, args)
     ctx = Context(args, DRY if args.dry_run else REAL, report)
-    ctx.site = unpack_wheels(args.wheels, args.out)
+    ctx.work = Path(tempfile.mkdtemp(prefix="device_check_"))  # wheels, corpus: not the report
+    ctx.site = unpack_wheels(args.wheels, ctx.work)
     failed = 0
     for name, fn, needs in SECTIONS:
         if args.only and name not in args.only:
@@ -820,6 +825,7 @@ def main(argv=None) -> int:
     if leaked:
         print(f"[device_check] imported {leaked}, which the device image lacks", flush=True)
         failed += 1
+    shutil.rmtree(ctx.work, ignore_errors=True)
     print(f"[device_check] wrote {args.out / 'device_report.md'}")
     return 1 if failed else 0
 
