@@ -204,7 +204,7 @@ def test_an_interrupted_final_rename_is_completed(tmp_path):
     done = execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path)
     stage = ex.staging_folder(done.path)
     os.replace(done.path, stage)
-    again = execute(exp, Cfg(), preset="quick", out=tmp_path, reuse=True)
+    again = execute(exp, Cfg(scale=2.0), preset="quick", out=tmp_path, reuse=True)
     assert again.status == "existing" and again.headline["total"] == 6.0 and not stage.exists()
 
 
@@ -462,9 +462,102 @@ def test_reproduce_runs_reuses_and_reports_failures(tmp_path, capsys):
     assert again[0].status == "existing" and again[0].outcome.headline["total"] == 1.0
     assert again[0].seconds == seconds
     assert json.loads((tmp_path / "summary.json").read_text())["results"][0]["status"] == "existing"
-    with pytest.raises(ValueError, match="matches no experiment"):
+    with pytest.raises(ValueError, match=r"\['gfm'\] matches no experiment or family"):
         reproduce.select([good], ["gfm"])
-    assert reproduce.select([good, bad], ["test/b"]) == [bad]
+    assert reproduce.select([good, bad], ["test/broken"]) == [bad]
+    assert reproduce.select([good, bad], ["test"]) == [good, bad]  # a family
+
+
+def test_reproduce_only_matches_names_and_families_exactly(capsys):
+    from geomopt import reproduce
+
+    toy, toy_big = make(), dataclasses.replace(make(), name="test/toy_big")
+    other = dataclasses.replace(make(), name="other/toy")
+    exps = [toy, toy_big, other]
+    assert reproduce.select(exps, ["test/toy"]) == [toy]  # not test/toy_big
+    assert reproduce.select(exps, ["test/toy_big", "other"]) == [toy_big, other]
+    for prefix in ("test/to", "tes", "test/"):
+        with pytest.raises(ValueError, match="matches no experiment or family"):
+            reproduce.select(exps, [prefix])
+    # --list lists what --only chose
+    assert reproduce.main(["--list", "--only", "canon/stability", "signsgd"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert "canon/stability" in names and "signsgd/toy" in names
+    assert all(n == "canon/stability" or n.startswith("signsgd/") for n in names), names
+    assert reproduce.main(["--list", "--only", "canon/stab"]) == 2
+    assert "matches no experiment" in capsys.readouterr().err
+
+
+def test_reproduce_reruns_a_run_whose_config_differs(tmp_path, capsys):
+    from geomopt import reproduce
+
+    (first,) = reproduce.reproduce([make()], preset="smoke", out=tmp_path)
+    assert first.status == "ran" and first.stale == ""
+    changed = dataclasses.replace(make(), presets={**make().presets, "smoke": Cfg(n=4)})
+    (r,) = reproduce.reproduce([changed], preset="smoke", out=tmp_path)
+    assert r.status == "ran" and r.outcome.headline == {"total": 6.0, "steps": 4}
+    assert r.stale == "its config differs from the requested one (n)"
+    assert "test/toy: ran again: its config differs" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["results"][0]["stale"] == r.stale
+    (same,) = reproduce.reproduce([changed], preset="smoke", out=tmp_path)
+    assert same.status == "existing" and same.stale == ""
+
+
+EXP_MODULE = """
+import dataclasses
+
+from geomopt.experiment import Experiment
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    n: int = 1
+
+
+def run(cfg, run):
+    run.log(0, value=1.0)
+    return {"value": VALUE}
+
+
+EXPERIMENT = Experiment("test/coded", "a test experiment in its own module",
+                        presets={"smoke": Cfg(), "quick": Cfg()}, run=run)
+"""
+
+
+def test_reproduce_reruns_a_run_whose_code_changed(tmp_path, monkeypatch):
+    """The issue's case: a code change to the experiment after its run (committed or not) is
+    never reported with the old headline; the reason names the changed module."""
+    import importlib
+
+    from geomopt import reproduce
+
+    src = tmp_path / "src"
+    src.mkdir()
+    monkeypatch.syspath_prepend(str(src))
+    module = src / "geomopt_test_coded_exp.py"
+
+    def load(value):
+        module.write_text(EXP_MODULE.replace("VALUE", value))
+        sys.modules.pop(module.stem, None)
+        importlib.invalidate_caches()
+        return importlib.import_module(module.stem).EXPERIMENT
+
+    out = tmp_path / "out"
+    exp = load("1.0")
+    assert reproduce.reproduce([exp], preset="smoke", out=out)[0].status == "ran"
+    assert reproduce.reproduce([exp], preset="smoke", out=out)[0].status == "existing"
+    exp = load("2.0")  # the experiment's code changed: rerun, not the old headline
+    (r,) = reproduce.reproduce([exp], preset="smoke", out=out)
+    assert r.status == "ran" and r.outcome.headline == {"value": 2.0}
+    assert r.stale == f"the experiment's code changed since it ran ({module.stem})"
+    # a run recorded by an older geomopt (no fingerprint) is not trusted either
+    config = out / "test" / "coded" / "smoke" / "config.json"
+    record = json.loads(config.read_text())
+    del record["code"]
+    config.write_text(json.dumps(record))
+    (r,) = reproduce.reproduce([exp], preset="smoke", out=out)
+    assert r.status == "ran" and "records no code fingerprint" in r.stale
 
 
 def test_reproduce_reruns_an_unfinished_run_that_cannot_resume(tmp_path):

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
 from geomopt.checks import check_ints, check_positive
+from geomopt.code import changed_modules, code_fingerprint
 from geomopt.interrupts import (
     EXIT_INTERRUPTED,
     check_interrupt,
@@ -544,6 +545,8 @@ class Outcome:
     seconds: float
     headline: dict[str, float]
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stale: str = ""
+    """Why a finished run there was not reused (``reuse=True``): config or code changed."""
 
 
 def _check_headline(name: str, headline: Any) -> dict[str, float]:
@@ -736,6 +739,7 @@ class _Plan:
     resumed: bool
     fresh: bool  # create ``work`` anew (removing what is there)
     existing: Outcome | None = None
+    stale: str = ""  # why the finished run at the final folder is run again
 
 
 def _plan(exp: Experiment, path: Path, cfg_json: Any, *, preset: str, overwrite: bool,
@@ -743,14 +747,19 @@ def _plan(exp: Experiment, path: Path, cfg_json: Any, *, preset: str, overwrite:
     stage = staging_folder(path)
     if primary and (stage / SUMMARY_FILE).exists() and _finished_problem(exp, stage) is None:
         _swap_in(stage, path)  # a finished run whose final rename was cut short: complete it
+    stale = ""
     if (path / SUMMARY_FILE).exists():
         problem = _finished_problem(exp, path)
         if problem is None and not overwrite:
             if reuse:
                 record = read_run(path)
-                return _Plan(path, False, False, Outcome(
-                    exp.name, preset, path, "existing", float(record.summary.get("seconds", 0.0)),
-                    _headline_from_json(record.headline), dict(record.details)))  # fmt: skip
+                stale = stale_reason(exp, record, cfg_json)
+                if not stale:
+                    return _Plan(path, False, False, Outcome(
+                        exp.name, preset, path, "existing",
+                        float(record.summary.get("seconds", 0.0)),
+                        _headline_from_json(record.headline), dict(record.details)))  # fmt: skip
+        if problem is None and not overwrite and not stale:
             raise RunExistsError(
                 f"{path} holds a finished run; pass --overwrite to replace it (the old run "
                 "stays until the new one finishes), or --name NAME to run beside it"
@@ -778,14 +787,32 @@ def _plan(exp: Experiment, path: Path, cfg_json: Any, *, preset: str, overwrite:
         old = _read_config(stage)
         diff = _config_diff(old, cfg_json) if old is not None else ["config"]
         if old is not None and not diff:
-            return _Plan(stage, True, False)
+            return _Plan(stage, True, False, stale=stale)
         if not overwrite:
             raise RunExistsError(
                 f"{stage} holds an unfinished run started with other settings "
                 f"({', '.join(diff[:6])} differ); pass --overwrite to discard it and start "
                 "again, or --name NAME to run beside it"
             )
-    return _Plan(stage, False, True)
+    return _Plan(stage, False, True, stale=stale)
+
+
+def stale_reason(exp: Experiment, record: RunRecord, cfg_json: Any) -> str:
+    """Why the finished run in ``record`` no longer stands for ``exp`` run with ``cfg_json``
+    (``""``: it does): its recorded config differs, it records no code fingerprint, or the
+    source of a module the experiment uses changed since (:mod:`geomopt.code`)."""
+    diff = _config_diff(record.config.get("config"), cfg_json)
+    if diff:
+        more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
+        return f"its config differs from the requested one ({', '.join(diff[:6])}{more})"
+    code = record.config.get("code")
+    if not isinstance(code, dict) or not code:
+        return "it records no code fingerprint (made by an older geomopt)"
+    changed = changed_modules(code, exp)
+    if changed:
+        more = f" and {len(changed) - 6} more" if len(changed) > 6 else ""
+        return f"the experiment's code changed since it ran ({', '.join(changed[:6])}{more})"
+    return ""
 
 
 def _read_config(path: Path) -> Any:
@@ -817,7 +844,11 @@ def execute(
         preset: the preset ``cfg`` came from (recorded; also the default run name).
         overwrite: replace a finished run, or restart an unfinished one, of the same name.
         reuse: return a finished run's headline instead of refusing, and rerun an unfinished or
-            unreadable one (``reproduce.py`` does this).
+            unreadable one (``reproduce.py`` does this). A finished run is rerun (replaced once
+            the new one finishes) when it is stale: its recorded config differs from ``cfg``,
+            or the source of a module the experiment uses changed since it ran (the
+            ``code`` fingerprint in its ``config.json``, :mod:`geomopt.code`), or it has no
+            fingerprint; ``Outcome.stale`` says which.
         argv: the command line recorded in the provenance (``sys.argv`` by default).
 
     Raises:
@@ -859,6 +890,7 @@ def execute(
                     "run_name": path.name,
                     "config": cfg_json,
                     "provenance": provenance(argv),
+                    "code": code_fingerprint(exp),
                 })  # fmt: skip
             (work / METRICS_FILE).touch()
         _sync_processes(f"geomopt run folder {path}")
@@ -887,7 +919,8 @@ def execute(
         _sync_processes(f"geomopt run finished {path}")
         if primary and work != path:
             _swap_in(work, path)
-    return Outcome(exp.name, preset, path, status, seconds, headline, dict(run.details))
+    return Outcome(exp.name, preset, path, status, seconds, headline, dict(run.details),
+                   stale=plan.stale)  # fmt: skip
 
 
 def plot_run(exp: Experiment, run_dir: str | os.PathLike, out: str | os.PathLike) -> list[Path]:

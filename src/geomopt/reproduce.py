@@ -7,9 +7,12 @@
 
 Runs go to ``<out>/<family>/<name>/<preset>/``, figures to ``<out>/figures/<family>/``, and the
 report (key numbers beside the paper's, times, links) to ``<out>/summary.md`` / ``summary.json``.
-A finished run is reused (not rerun) unless ``--overwrite`` is given; an unfinished or unreadable
-one is run again (a resumable one resumes). A failing experiment is reported in one line (its
-traceback saved under ``<out>/errors/``) and the others still run.
+A finished run is reused (not rerun) unless ``--overwrite`` is given or it is stale: its recorded
+config differs from the preset's, or the source of a module the experiment uses changed since it
+ran (``geomopt.code``); a stale run is run again and the reason printed (and kept in
+``summary.json``). An unfinished or unreadable one is run again (a resumable one resumes).
+``--only`` takes experiment names or families, matched exactly. A failing experiment is reported
+in one line (its traceback saved under ``<out>/errors/``) and the others still run.
 """
 
 from __future__ import annotations
@@ -49,12 +52,17 @@ __all__ = ["reproduce", "main", "select", "Result"]
 
 
 def select(experiments: Sequence[Experiment], only: Sequence[str]) -> list[Experiment]:
-    """Experiments whose name equals or starts with one of ``only`` (all when empty)."""
-    chosen = [e for e in experiments if not only or any(e.name.startswith(o) for o in only)]
-    if only and not chosen:
+    """Experiments named by ``only``, each an experiment name (``canon/stability``) or a family
+    (``canon``) matched exactly (all when empty); an entry that names neither is an error."""
+    unknown = [o for o in only if not any(o in (e.name, e.family) for e in experiments)]
+    if unknown:
         known = ", ".join(e.name for e in experiments)
-        raise ValueError(f"--only {list(only)} matches no experiment; known: {known}")
-    return chosen
+        families = ", ".join(dict.fromkeys(e.family for e in experiments))
+        raise ValueError(
+            f"--only {unknown} matches no experiment or family; experiments: {known}; "
+            f"families: {families}"
+        )
+    return [e for e in experiments if not only or e.name in only or e.family in only]
 
 
 @dataclasses.dataclass
@@ -69,6 +77,11 @@ class Result:
     figures: list[str]
     error: str = ""
     wall: float = 0.0
+
+    @property
+    def stale(self) -> str:
+        """Why a finished run was run again instead of reused (``""``: it was not)."""
+        return self.outcome.stale if self.outcome is not None else ""
 
 
 def _error_log(out: Path, exp: Experiment, e: BaseException) -> Path | None:
@@ -107,6 +120,8 @@ def reproduce(
                 results.append(_one(exp, preset, out, overwrite, argv, debug, keep_going))
                 r = results[-1]
                 overall.finish(r.seconds, ran=r.status in ("ran", "resumed"))
+                if r.stale:
+                    overall.bar.write(f"{exp.name}: ran again: {r.stale}", file=sys.stderr)
                 if r.status == "FAILED":
                     overall.bar.write(f"{exp.name}: FAILED: {r.error}", file=sys.stderr)
     finally:
@@ -173,7 +188,7 @@ def _write_summary(results, experiments, preset, out: Path, total: float) -> Non
             "seconds": total,
             "results": [
                 {"experiment": r.name, "status": r.status, "seconds": r.seconds,
-                 "figures": r.figures, "error": r.error,
+                 "figures": r.figures, "error": r.error, "stale": r.stale,
                  "run": str(r.outcome.path) if r.outcome else None,
                  "headline": r.outcome.headline if r.outcome else {}}
                 for r in results
@@ -211,33 +226,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         + RUNTIMES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("preset", nargs="?", default="quick",
-                        help="preset to run for every experiment: smoke, quick (default), paper")
+    parser.add_argument(
+        "preset",
+        nargs="?",
+        default="quick",
+        help="preset to run for every experiment: smoke, quick (default), paper",
+    )
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
-    parser.add_argument("--only", nargs="+", default=(), metavar="NAME",
-                        help="run only experiments whose name starts with one of these")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="folder for runs, figures and the summary (default: results)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="rerun experiments whose run folder is already finished")
-    parser.add_argument("--stop-on-error", action="store_true",
-                        help="stop at the first failing experiment")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=(),
+        metavar="NAME",
+        help="run (or --list) only these experiments (canon/stability) or "
+        "families (canon), matched exactly",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="folder for runs, figures and the summary (default: results)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="rerun experiments whose run folder is already finished",
+    )
+    parser.add_argument(
+        "--stop-on-error", action="store_true", help="stop at the first failing experiment"
+    )
     parser.add_argument("--debug", action="store_true",
                         help="print tracebacks (also: GEOMOPT_DEBUG=1)")  # fmt: skip
     args = parser.parse_args(argv)
     debug = args.debug or debug_wanted()
     experiments = load_all()
-    if args.list:
-        for e in experiments:
-            times = ", ".join(f"{p} {format_seconds(s)}" for p, s in e.seconds.items())
-            print(f"{e.name:24s} {', '.join(e.presets):26s} {e.description}"
-                  + (f" [{times}]" if times else ""))  # fmt: skip
-        return 0
     try:
         chosen = select(experiments, args.only)
     except ValueError as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
+    if args.list:
+        for e in chosen:
+            times = ", ".join(f"{p} {format_seconds(s)}" for p, s in e.seconds.items())
+            print(f"{e.name:24s} {', '.join(e.presets):26s} {e.description}"
+                  + (f" [{times}]" if times else ""))  # fmt: skip
+        return 0
     missing = [e.name for e in chosen if args.preset not in e.presets]
     if missing:
         print(f"reproduce: error: preset {args.preset!r} missing in {missing}", file=sys.stderr)
