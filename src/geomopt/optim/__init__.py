@@ -1,5 +1,6 @@
 """Sign-based optimisers as optax GradientTransformations: SignSGD, Signum, Muon, and the
-momentum SGD baseline of the paper, with the schedules of its GPT-2 recipe."""
+momentum SGD baseline of the paper, with the schedules of its GPT-2 recipe; one table of them
+by name (:data:`OPTIMIZERS`, :func:`make_optimizer`, :func:`register_optimizer`)."""
 
 import lazy_loader as _lazy
 
@@ -17,6 +18,12 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_orthogonalize": [
             "orthogonalize",
+        ],
+        "_registry": [
+            "OPTIMIZERS",
+            "make_optimizer",
+            "orthogonalized_sgd",
+            "register_optimizer",
         ],
         "_schedules": [
             "cosine_schedule",

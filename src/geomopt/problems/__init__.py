@@ -26,10 +26,12 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "sgd_hard_matrix_instance",
         ],
         "_run": [
+            "METHODS",
             "OPTIMIZERS",
             "check_step_sizes",
             "geometric_checkpoints",
             "make_optimizer",
+            "optimizer_factory",
             "orthogonalized_sgd",
             "run_trajectories",
             "stack_problems",

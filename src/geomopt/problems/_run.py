@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -34,10 +35,13 @@ import numpy as np
 import optax
 
 from geomopt import optim
+from geomopt.optim import orthogonalized_sgd
 
 __all__ = [
     "OPTIMIZERS",
+    "METHODS",
     "make_optimizer",
+    "optimizer_factory",
     "orthogonalized_sgd",
     "run_trajectories",
     "steps_to_reach",
@@ -47,36 +51,51 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("sgd", "signsgd", "signum", "muon_svd", "muon_ns")
+"""The paper's toy-problem methods by name: each is a :func:`geomopt.optim.make_optimizer` call
+(:data:`METHODS`); runners also take any factory ``lr -> GradientTransformation``."""
 
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "sgd": ("sgd", {"momentum": 0.0}),  # the theory's plain SGD
+    "signsgd": ("sign_sgd", {}),
+    "signum": ("signum", {}),  # momentum: the runner's ``momentum``
+    "muon_svd": ("orthogonalized_sgd", {"method": "svd"}),
+    "muon_ns": ("orthogonalized_sgd", {"method": "newton_schulz"}),
+}
 
-def orthogonalized_sgd(learning_rate, method: str = "svd") -> optax.GradientTransformation:
-    """The theory's Muon without momentum: ``W <- W - lr * msign(G)`` on every matrix leaf,
-    with ``msign`` from :func:`geomopt.optim.orthogonalize` (``"svd"`` exact, or Newton-Schulz)."""
-
-    def update(updates, state, params=None):
-        del params
-        return jax.tree.map(lambda g: optim.orthogonalize(g, method=method), updates), state
-
-    return optax.chain(
-        optax.GradientTransformation(lambda p: optax.EmptyState(), update),
-        optax.scale_by_learning_rate(learning_rate),
-    )
+Factory = Callable[[Any], optax.GradientTransformation]
 
 
 def make_optimizer(name: str, learning_rate, *, momentum: float = 0.9):
-    """``"sgd"`` (plain, no momentum), ``"signsgd"``, ``"signum"`` (``momentum``), ``"muon_svd"``,
-    ``"muon_ns"`` (momentum-free Muon, quintic Newton-Schulz) -- all from :mod:`geomopt.optim`."""
-    if name == "sgd":
-        return optim.sgd(learning_rate, momentum=0.0)
-    if name == "signsgd":
-        return optim.sign_sgd(learning_rate)
+    """The method ``name`` of :data:`OPTIMIZERS` (``"sgd"`` plain, no momentum; ``"signsgd"``;
+    ``"signum"`` with ``momentum``; ``"muon_svd"`` / ``"muon_ns"`` momentum-free Muon, exact or
+    quintic Newton-Schulz) at ``learning_rate``, through :func:`geomopt.optim.make_optimizer`."""
+    return optimizer_factory(name, momentum)(learning_rate)
+
+
+@functools.cache
+def _named_factory(name: str, momentum: float) -> Factory:
+    if name not in METHODS:
+        raise ValueError(
+            f"optimizer {name!r}: expected one of {OPTIMIZERS} or a factory "
+            "lr -> GradientTransformation"
+        )
+    registered, kwargs = METHODS[name]
     if name == "signum":
-        return optim.signum(learning_rate, momentum)
-    if name == "muon_svd":
-        return orthogonalized_sgd(learning_rate, "svd")
-    if name == "muon_ns":
-        return orthogonalized_sgd(learning_rate, "newton_schulz")
-    raise ValueError(f"optimizer {name!r}: expected one of {OPTIMIZERS}")
+        kwargs = {**kwargs, "momentum": momentum}
+    # one object per (name, momentum): the jitted runners key their compilation on it
+    return functools.partial(optim.make_optimizer, registered, **kwargs)
+
+
+def optimizer_factory(optimizer: str | Factory, momentum: float = 0.9) -> Factory:
+    """``lr -> GradientTransformation`` for a method name of :data:`OPTIMIZERS` or a factory
+    (returned as it is). The runners compile once per factory object: pass the same one (e.g.
+    ``functools.partial(optim.signum, momentum=0.8, weight_decay=1e-3)`` kept in a variable) to
+    reuse a compilation."""
+    if callable(optimizer):
+        return optimizer
+    if not isinstance(optimizer, str):
+        raise TypeError(f"optimizer {optimizer!r}: expected a name or a callable lr -> optimizer")
+    return _named_factory(optimizer, float(momentum))
 
 
 def check_step_sizes(lrs, n_problems: int | None = None) -> jax.Array:
@@ -118,18 +137,18 @@ def _n_problems(problems) -> int:
     return int(leaves[0].shape[0])
 
 
-def _init(problem, name, lr, momentum, x0):
-    opt = make_optimizer(name, lr, momentum=momentum)
+def _init(problem, factory, lr, x0):
+    opt = factory(lr)
     return x0, opt.init(x0)
 
 
-def _advance(problem, name, lr, momentum, key, carry, t0, n):
+def _advance(problem, factory, lr, key, carry, t0, n):
     """``n`` optimiser steps from step ``t0`` (fori_loop; ``n`` may be traced).
 
     ``carry`` is ``(x, opt_state)`` or ``(x, opt_state, acc)``; with ``acc`` the stationarity
     measure of every iterate visited (before its update) is added to it.
     """
-    opt = make_optimizer(name, lr, momentum=momentum)
+    opt = factory(lr)
 
     def body(t, c):
         x, s = c[0], c[1]
@@ -160,10 +179,10 @@ def _broadcast_x0(problems, n_grid, keys, x0):
     return jnp.broadcast_to(x0[None, None], (P, n_grid, *x0.shape))
 
 
-@functools.partial(jax.jit, static_argnames=("name", "steps", "log_every", "momentum", "with_loss"))
-def _trajectories(problems, lrs, keys, x0, *, name, steps, log_every, momentum, with_loss):
+@functools.partial(jax.jit, static_argnames=("factory", "steps", "log_every", "with_loss"))
+def _trajectories(problems, lrs, keys, x0, *, factory, steps, log_every, with_loss):
     def one(problem, lr, key, x_init, _a, _b):
-        carry = _init(problem, name, lr, momentum, x_init)
+        carry = _init(problem, factory, lr, x_init)
 
         def measure(c):
             x = c[0]
@@ -173,7 +192,7 @@ def _trajectories(problems, lrs, keys, x0, *, name, steps, log_every, momentum, 
             return out
 
         def chunk(c, i):
-            c = _advance(problem, name, lr, momentum, key, c, i * log_every, log_every)
+            c = _advance(problem, factory, lr, key, c, i * log_every, log_every)
             return c, measure(c)
 
         first = measure(carry)
@@ -185,7 +204,7 @@ def _trajectories(problems, lrs, keys, x0, *, name, steps, log_every, momentum, 
 
 def run_trajectories(
     problems,
-    name: str,
+    name: str | Factory,
     lrs,
     keys,
     *,
@@ -196,14 +215,15 @@ def run_trajectories(
     with_loss: bool = True,
 ) -> dict[str, jax.Array]:
     """Run optimiser ``name`` on stacked ``problems`` (leading axis P) for every step size in
-    ``lrs`` (G) and key in ``keys`` (S): one jitted scan under vmap.
+    ``lrs`` (G) and key in ``keys`` (S): one jitted scan under vmap. ``name`` is a method of
+    :data:`OPTIMIZERS` (``momentum`` is Signum's) or a factory ``lr -> GradientTransformation``
+    (:func:`optimizer_factory`).
 
     Returns ``{"stationarity": (P, G, S, K), "loss": (P, G, S, K)}`` at steps
     ``0, log_every, ..., steps`` (``K = steps // log_every + 1``). ``x0`` (S, ...) overrides the
     problems' starting points per seed.
     """
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer {name!r}: expected one of {OPTIMIZERS}")
+    factory = optimizer_factory(name, momentum)
     if steps < 1 or log_every < 1 or steps % log_every:
         raise ValueError(
             f"steps={steps}, log_every={log_every}: expected positive with log_every | steps"
@@ -215,28 +235,27 @@ def run_trajectories(
         lrs,
         keys,
         x0b,
-        name=name,
+        factory=factory,
         steps=steps,
         log_every=log_every,
-        momentum=momentum,
         with_loss=with_loss,
     )
 
 
-@functools.partial(jax.jit, static_argnames=("name", "momentum"))
-def _advance_batch(problems, lrs, keys, carry, t0, n, *, name, momentum):
+@functools.partial(jax.jit, static_argnames=("factory",))
+def _advance_batch(problems, lrs, keys, carry, t0, n, *, factory):
     def one(problem, lr, key, c, t0_, n_):
-        return _advance(problem, name, lr, momentum, key, c, t0_, n_)
+        return _advance(problem, factory, lr, key, c, t0_, n_)
 
     carry = _vmap_pgs(one)(problems, lrs, keys, carry, t0, n)
     # running average over the iterates x_0 .. x_{t-1}, then the mean over seeds
     return carry, jnp.mean(carry[2], axis=-1) / (t0 + n).astype(carry[2].dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("name", "momentum"))
-def _init_batch(problems, lrs, keys, x0, *, name, momentum):
+@functools.partial(jax.jit, static_argnames=("factory",))
+def _init_batch(problems, lrs, keys, x0, *, factory):
     def one(problem, lr, key, x_init, _a, _b):
-        x, s = _init(problem, name, lr, momentum, x_init)
+        x, s = _init(problem, factory, lr, x_init)
         return x, s, jnp.zeros((), x.dtype)
 
     return _vmap_pgs(one)(problems, lrs, keys, x0, None, None)
@@ -253,7 +272,7 @@ def geometric_checkpoints(max_steps: int, per_decade: int = 20) -> np.ndarray:
 
 def steps_to_reach(
     problems,
-    name: str,
+    name: str | Factory,
     lrs,
     keys,
     eps: float,
@@ -281,12 +300,11 @@ def steps_to_reach(
     """
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps={eps!r}: expected a finite number > 0")
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer {name!r}: expected one of {OPTIMIZERS}")
+    factory = optimizer_factory(name, momentum)
     lrs = check_step_sizes(lrs, _n_problems(problems))
     lrs_np = np.asarray(lrs)
     x0b = _broadcast_x0(problems, lrs, keys, None)
-    carry = _init_batch(problems, lrs, keys, x0b, name=name, momentum=momentum)
+    carry = _init_batch(problems, lrs, keys, x0b, factory=factory)
     P = jax.tree.leaves(problems)[0].shape[0]
     complexity = np.full(P, -1, dtype=np.int64)
     best_lr = np.full(P, np.nan)
@@ -301,8 +319,7 @@ def steps_to_reach(
             carry,
             jnp.asarray(t_prev, jnp.int32),
             jnp.asarray(n, jnp.int32),
-            name=name,
-            momentum=momentum,
+            factory=factory,
         )
         means = np.asarray(means)
         t_prev = int(t)
