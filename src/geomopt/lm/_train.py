@@ -180,20 +180,18 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
     lr = ocfg.lr if lr is None else lr
     sched = lr_schedule(ocfg.schedule, lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac)
     wd = ocfg.weight_decay
-    if ocfg.algorithm == "adamw":
-        tx = optax.adamw(sched, b1=ocfg.b1, b2=ocfg.b2, weight_decay=wd, mask=_matrix_mask)
-    elif ocfg.algorithm == "sgd":
-        tx = optim.sgd(sched, ocfg.momentum, wd, mask=_matrix_mask, nesterov=ocfg.nesterov)
-    elif ocfg.algorithm == "sign_sgd":
-        tx = optim.sign_sgd(sched, wd, mask=_matrix_mask)
-    elif ocfg.algorithm == "signum":
-        tx = optim.signum(sched, ocfg.momentum, wd, mask=_matrix_mask)
-    elif ocfg.algorithm == "muon":
+    decay = dict(weight_decay=wd, mask=_matrix_mask)
+    if ocfg.algorithm == "muon":
         adam_sched = lr_schedule(
             ocfg.schedule, ocfg.adam_lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac
         )
-        tx = optim.muon(
-            sched,
+    # the options of each algorithm's factory in geomopt.optim.OPTIMIZERS
+    options = {
+        "adamw": lambda: dict(b1=ocfg.b1, b2=ocfg.b2, **decay),
+        "sgd": lambda: dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, **decay),
+        "sign_sgd": lambda: decay,
+        "signum": lambda: dict(momentum=ocfg.momentum, **decay),
+        "muon": lambda: dict(
             momentum=ocfg.momentum,
             nesterov=ocfg.nesterov,
             weight_decay=wd,
@@ -201,11 +199,13 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
             adam_b1=ocfg.b1,
             adam_b2=ocfg.b2,
             label_fn=_muon_label,
-        )
-    else:
+        ),
+    }
+    if ocfg.algorithm not in options:
         raise ValueError(
             f"optimiser {ocfg.algorithm!r}: expected adamw, sgd, sign_sgd, signum or muon"
         )
+    tx = optim.make_optimizer(ocfg.algorithm, sched, **options[ocfg.algorithm]())
     if ocfg.clip > 0:
         tx = optax.chain(optax.clip_by_global_norm(ocfg.clip), tx)
     return tx
