@@ -130,3 +130,22 @@ def test_hypersphere_solutions_satisfy_the_formula(backend):
     # the path is not also a solution without the force (the force moved it)
     free = hypersphere_residual_numpy(path, sphere_score, 0.0)
     assert np.sqrt(np.mean(np.sum(free**2, axis=-1))) > 1e-3
+
+
+def test_report_records_tol_lam_and_n_points_and_path_metrics_needs_lam():
+    n, lam = 7, 0.6
+    path, rep = gfm.solve(X0, X1, score=quadratic_well, lam=lam, n_points=n, method="lm")
+    # the default tolerance resolved (its 1e-8 floor at this size in float64)
+    assert (rep.tol, rep.lam, rep.n_points) == (gfm.default_tol(n, np.float64), lam, n) == (
+        1e-8, lam, n)  # fmt: skip
+    batch, reps = gfm.solve(np.stack([X0, X0]), np.stack([X1, -X1]), score=quadratic_well,
+                            lam=lam, n_points=n, tol=1e-9, method="lm")  # fmt: skip
+    assert (reps.tol, reps.lam, reps.n_points) == (1e-9, lam, n)
+    assert (reps[1].tol, reps[1].lam, reps[1].n_points) == (1e-9, lam, n)
+    # the EL residual of a solved path at the lam it was solved with, never an assumed 1
+    exact = exact_quadratic_well_path(X0, X1, lam, n)
+    with pytest.raises(ValueError, match="a score without lam"):
+        gfm.path_metrics(exact, score=quadratic_well)
+    at_lam = gfm.path_metrics(exact, score=quadratic_well, lam=rep.lam)["el_residual"]
+    at_one = gfm.path_metrics(exact, score=quadratic_well, lam=1.0)["el_residual"]
+    assert float(at_lam) <= 1e-9 < 0.1 < float(at_one)

@@ -154,7 +154,7 @@ def path_metrics(
     manifold=None,
     metric: Callable | None = None,
     score: Callable | None = None,
-    lam=1.0,
+    lam=None,
     log_density: Callable | None = None,
     denoiser=None,
     denoiser_sigma=0.05,
@@ -164,14 +164,21 @@ def path_metrics(
     ``manifold`` (a :mod:`geomopt.manifolds` shape, with ``distance``) gives ``dist`` (per
     waypoint), ``manifold_error_mean`` / ``_max``; ``metric`` the prior for ``prior_length`` and
     the residual; ``score``/``lam`` the potential of the GFM residual ``el_residual``
-    (``sqrt(mean_i r_i^T G r_i)``); ``log_density`` gives ``log_density_mean`` / ``_min``;
+    (``sqrt(mean_i r_i^T G r_i)``; ``lam`` is required with a score, there is no default
+    weight: pass the one the path was solved with, ``report.lam``); ``log_density`` gives
+    ``log_density_mean`` / ``_min``;
     ``denoiser`` gives the validity check without the manifold, ``displacement`` (per
     waypoint) and ``displacement_mean`` / ``_max`` (:func:`denoiser_displacement` at
     ``denoiser_sigma``).
     """
+    if score is not None and lam is None:
+        raise ValueError(
+            "path_metrics: a score without lam; pass the lam the path was solved with "
+            "(report.lam of geomopt.gfm.solve)"
+        )
     path = jnp.asarray(path)
     kind = "euclidean" if metric is None or isinstance(metric, Euclidean) else "metric"
-    lam = jnp.asarray(lam, path.dtype)
+    lam = jnp.asarray(0.0 if lam is None else lam, path.dtype)
     d_sigma = jnp.asarray(denoiser_sigma, path.dtype)
     f = lambda p: _metrics_one(  # noqa: E731
         p, manifold, metric, score, lam, log_density, kind, denoiser, d_sigma

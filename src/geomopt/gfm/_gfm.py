@@ -17,6 +17,7 @@ for the hypersphere residual, and the matrix-free backend from ``d >= MATRIX_FRE
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -171,8 +172,9 @@ def solve(
 
     Returns:
         ``path`` of shape ``(n_points, d)`` (or ``(B, n_points, d)``) with the endpoints, and a
-        :class:`SolveReport`. A solve that does not reach ``tol`` returns the best finite path with
-        ``converged=False`` and the reason; the path is never NaN.
+        :class:`SolveReport` (recording the ``tol``, ``lam`` and ``n_points`` it used). A solve
+        that does not reach ``tol`` returns the best finite path with ``converged=False`` and
+        the reason; the path is never NaN.
 
     Raises:
         ValueError: bad shapes, non-finite endpoints, ``n_points < 3``, bad ``lam``/``tol``, an
@@ -199,15 +201,18 @@ def solve(
              positive("eps", eps))  # fmt: skip
     lm_opts = check_lm_options(lm_options)
     if method == "matrix_free":
-        return solve_matrix_free(
+        path, report = solve_matrix_free(
             x0n, x1n, score=score, lam=float(lam), n_points=n_points, residual=kind,
             init="linear" if init is None else init, tol=float(tol), max_iters=max_iters,
         )  # fmt: skip
-    return solve_banded(
-        x0, x1, x0n, x1n, init, score=score, metric=metric, kind=kind, method=method,
-        score_grad=score_grad, n_points=n_points, lm_opts=lm_opts, batch=batch, hyper=hyper,
-        max_iters=max_iters,
-    )  # fmt: skip
+    else:
+        path, report = solve_banded(
+            x0, x1, x0n, x1n, init, score=score, metric=metric, kind=kind, method=method,
+            score_grad=score_grad, n_points=n_points, lm_opts=lm_opts, batch=batch,
+            hyper=hyper, max_iters=max_iters,
+        )  # fmt: skip
+    used = dict(tol=float(tol), lam=float(lam), n_points=int(n_points))
+    return path, dataclasses.replace(report, **used)
 
 
 def _named_init(name, x0, x1, n_points, score, lam, lr, max_iters):

@@ -82,6 +82,8 @@ class SolveReport:
         code: the reason code, a key of :data:`REASONS`.
         wall_time: seconds of the whole (batched) solve, compilation included on a first call.
         method: the method used.
+        tol, lam, n_points: the tolerance, potential weight and waypoint count the solve used
+            (its defaults resolved); ``None`` from solvers that do not record them.
         bad_iteration, bad_waypoint: for a solve that diverged (code 6), the iteration at which
             the path or residual became non-finite and the first offending waypoint; -1
             otherwise (and ``None`` where a solver does not track them).
@@ -95,6 +97,9 @@ class SolveReport:
     method: str
     bad_iteration: np.ndarray | None = None
     bad_waypoint: np.ndarray | None = None
+    tol: float | None = None
+    lam: float | None = None
+    n_points: int | None = None
 
     @property
     def status(self):
@@ -135,6 +140,9 @@ class SolveReport:
             self.method,
             pick(self.bad_iteration),
             pick(self.bad_waypoint),
+            self.tol,
+            self.lam,
+            self.n_points,
         )
 
 
