@@ -85,6 +85,8 @@ __all__ = [
     "RESERVED_FIELDS",
     "check_ints",
     "check_positive",
+    "figure_path",
+    "stale_reason",
 ]
 
 C = TypeVar("C")

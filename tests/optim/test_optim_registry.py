@@ -56,13 +56,23 @@ def test_options_are_the_factorys_and_plain_sgd_is_momentum_zero():
         optim.make_optimizer("adam", 0.1)
 
 
-def test_register_a_new_optimiser(monkeypatch):
-    monkeypatch.setattr(_registry, "_TABLE", dict(_registry._TABLE))  # undone after the test
+@pytest.fixture
+def fresh_registry():
+    """The optimiser table as it was before the test, afterwards."""
+    saved = dict(_registry._TABLE)
+    yield
+    _registry._TABLE.clear()
+    _registry._TABLE.update(saved)
+
+
+def test_register_a_new_optimiser(fresh_registry):
+    assert "signum_wd" not in optim.OPTIMIZERS
 
     def signum_wd(learning_rate, weight_decay=1e-2):
         return optim.signum(learning_rate, momentum=0.9, weight_decay=weight_decay)
 
     optim.register_optimizer("signum_wd", signum_wd)
+    assert optim.OPTIMIZERS["signum_wd"] is signum_wd  # the public view sees it
     with pytest.raises(ValueError, match="already registered"):
         optim.register_optimizer("signum_wd", signum_wd)
     got = _steps(optim.make_optimizer("signum_wd", 0.1, weight_decay=0.5))

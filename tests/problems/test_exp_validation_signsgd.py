@@ -40,8 +40,11 @@ BAD = [
     (TOY, ["--seed", "-1"], "seed"),
     (TOY, ["--stiff-L", "0"], "stiff_L"),
     (TOY, ["--noise-std", "nan"], "noise_std"),
-    (TOY, ["--sgd-lr", "inf"], "sgd_lr"),
-    (TOY, ["--signsgd-lr", "-0.01"], "signsgd_lr"),
+    (TOY, ["--noisy-lrs", "inf", "0.01"], "noisy_lrs"),
+    (TOY, ["--noisy-lrs", "0.01", "-0.01"], "noisy_lrs"),
+    (TOY, ["--noisy-lrs", "0.01"], "one step size per method"),
+    (TOY, ["--methods", "sgd", "sgd"], "distinct"),
+    (TOY, ["--methods", "sgd", "adam"], "methods"),
     # signsgd/sparse_noise
     (SPARSE, ["--dims"], "dims"),
     (SPARSE, ["--dims", "10", "0"], "dims"),

@@ -75,8 +75,11 @@ def make_optimizer(name: str, learning_rate, *, momentum: float = 0.9):
 @functools.cache
 def _named_factory(name: str, momentum: float) -> Factory:
     if name not in METHODS:
+        if name in optim.OPTIMIZERS:  # any registered optimiser at its defaults
+            return functools.partial(optim.make_optimizer, name)
         raise ValueError(
-            f"optimizer {name!r}: expected one of {OPTIMIZERS} or a factory "
+            f"optimizer {name!r}: expected one of {OPTIMIZERS}, a name registered in "
+            f"geomopt.optim.OPTIMIZERS {sorted(optim.OPTIMIZERS)} or a factory "
             "lr -> GradientTransformation"
         )
     registered, kwargs = METHODS[name]
@@ -87,8 +90,9 @@ def _named_factory(name: str, momentum: float) -> Factory:
 
 
 def optimizer_factory(optimizer: str | Factory, momentum: float = 0.9) -> Factory:
-    """``lr -> GradientTransformation`` for a method name of :data:`OPTIMIZERS` or a factory
-    (returned as it is). The runners compile once per factory object: pass the same one (e.g.
+    """``lr -> GradientTransformation`` for a method name of :data:`OPTIMIZERS`, a name of
+    :data:`geomopt.optim.OPTIMIZERS` (at its defaults) or a factory (returned as it is). The
+    runners compile once per factory object: pass the same one (e.g.
     ``functools.partial(optim.signum, momentum=0.8, weight_decay=1e-3)`` kept in a variable) to
     reuse a compilation."""
     if callable(optimizer):

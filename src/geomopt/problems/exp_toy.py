@@ -19,6 +19,9 @@ from pathlib import Path
 from geomopt.checks import check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
 
+PAPER_METHODS = ("sgd", "signsgd", "signum", "muon_svd", "muon_ns")
+"""The names of ``geomopt.problems.OPTIMIZERS`` (kept here so validation needs no JAX)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ToyConfig:
@@ -46,10 +49,13 @@ class ToyConfig:
     n_seeds: int = 42
     """Independent runs of the noisy experiment (the paper's 42; x0 and noise keys split from
     seed)."""
-    sgd_lr: float = 1e-3
-    """SGD step size in the noisy experiment."""
-    signsgd_lr: float = 1e-2
-    """SignSGD step size in the noisy experiment."""
+    methods: tuple[str, ...] = ("sgd", "signsgd")
+    """Optimisers compared in both experiments: names of geomopt.problems.OPTIMIZERS (the
+    paper's sgd = plain SGD, signsgd, signum, muon_svd, muon_ns) or of geomopt.optim.OPTIMIZERS
+    at their defaults (one added with geomopt.optim.register_optimizer included)."""
+    noisy_lrs: tuple[float, ...] = (1e-3, 1e-2)
+    """Step size of each method (same order) in the noisy experiment (the paper's SGD 1e-3,
+    SignSGD 1e-2)."""
     steps: int = 3000
     """Recorded iterations, as the official loop: the loss is recorded at t = 0..steps-1, each
     before that iteration's update, so the last value is the loss after steps-1 updates."""
@@ -65,7 +71,25 @@ def validate(cfg: ToyConfig) -> None:
     check_ints(cfg, "det_d", "noise_d", "n_seeds", "log_every")
     check_ints(cfg, "steps", minimum=2)  # the first and the last recorded loss
     check_ints(cfg, "seed", minimum=0)
-    check_positive(cfg, "det_lrs", "stiff_L", "noise_std", "sgd_lr", "signsgd_lr")
+    check_positive(cfg, "det_lrs", "stiff_L", "noise_std", "noisy_lrs")
+    check_nonempty(cfg, "methods")
+    if len(cfg.noisy_lrs) != len(cfg.methods):
+        raise ValueError(
+            f"noisy_lrs={cfg.noisy_lrs!r}: expected one step size per method of "
+            f"methods={cfg.methods!r}"
+        )
+    if len(set(cfg.methods)) != len(cfg.methods):
+        raise ValueError(f"methods={cfg.methods!r}: expected distinct names")
+    unknown = [m for m in cfg.methods if m not in PAPER_METHODS]
+    if unknown:  # only then import the optimiser table (it imports JAX)
+        from geomopt.optim import OPTIMIZERS
+
+        bad = [m for m in unknown if m not in OPTIMIZERS]
+        if bad:
+            raise ValueError(
+                f"methods {bad}: expected names from {PAPER_METHODS} or registered in "
+                f"geomopt.optim.OPTIMIZERS {sorted(OPTIMIZERS)}"
+            )
 
 
 def select_step_size(losses, initial: float) -> int:
@@ -90,7 +114,7 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     k_x0, k_noise, k_x0n = jax.random.split(jax.random.key(cfg.seed), 3)
     updates = cfg.steps - 1  # the official loop records before each update: t = 0..steps-1
     keep = np.unique(np.r_[np.arange(0, cfg.steps, cfg.log_every), updates])
-    bar = run.progress(total=4, desc="toy", unit="run")
+    bar = run.progress(total=2 * len(cfg.methods), desc="toy", unit="run")
     headline: dict[str, float] = {}
 
     # 1. deterministic ill-conditioned quadratic
@@ -100,7 +124,7 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     x0[0] /= cfg.stiff_L
     det = stack_problems([separable_problem(L, np.zeros(cfg.det_d), x0)])
     keys = jax.random.split(k_noise, 1)
-    for name in ("sgd", "signsgd"):
+    for name in cfg.methods:
         bar.set_description(f"deterministic, {name}")
         loss = np.asarray(
             run_trajectories(det, name, cfg.det_lrs, keys, steps=updates)["loss"][0, :, 0]
@@ -130,7 +154,7 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     noisy = stack_problems([separable_problem(np.ones(cfg.noise_d), sigma, np.zeros(cfg.noise_d))])
     x0s = jax.random.normal(k_x0n, (cfg.n_seeds, cfg.noise_d))
     run_keys = jax.random.split(k_noise, cfg.n_seeds)
-    for name, lr in (("sgd", cfg.sgd_lr), ("signsgd", cfg.signsgd_lr)):
+    for name, lr in zip(cfg.methods, cfg.noisy_lrs, strict=True):
         bar.set_description(f"one noisy coordinate, {name}, {cfg.n_seeds} runs")
         loss = np.asarray(
             run_trajectories(noisy, name, [lr], run_keys, steps=updates, x0=x0s)["loss"][0, 0]
@@ -145,7 +169,12 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
     return headline
 
 
-LABELS = {"sgd": "SGD", "signsgd": "SignSGD"}
+LABELS = {"sgd": "SGD", "signsgd": "SignSGD", "signum": "Signum"}
+"""Legend names; any other method is labelled with its name."""
+
+
+def label(name: str) -> str:
+    return LABELS.get(name, name)
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
@@ -162,7 +191,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     for r in rows:
         if r["experiment"] == "deterministic" and r["chosen"]:
             ax.plot(r["steps"], np.asarray(r["loss"], float), color=plotting.color(r["opt"]),
-                    label=f"{LABELS[r['opt']]} (lr {r['lr']:g})")  # fmt: skip
+                    label=f"{label(r['opt'])} (lr {r['lr']:g})")  # fmt: skip
     ax.set_yscale("log")
     ax.set_xlabel("iteration (loss recorded before the update)")
     ax.set_ylabel("loss f(x)")
@@ -174,7 +203,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     for r in rows:
         if r["experiment"] == "noisy":
             c = plotting.color(r["opt"])
-            ax.plot(r["steps"], r["mean"], color=c, label=f"{LABELS[r['opt']]} (lr {r['lr']:g})")
+            ax.plot(r["steps"], r["mean"], color=c, label=f"{label(r['opt'])} (lr {r['lr']:g})")
             plotting.band(ax, r["steps"], r["p10"], r["p90"], label_color=c)
     ax.set_yscale("log")
     ax.set_xlabel("iteration (loss recorded before the update)")
