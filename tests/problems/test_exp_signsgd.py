@@ -128,3 +128,21 @@ def test_slopes_without_two_points_are_nan_with_a_reason(tmp_path):
     reasons = json.loads((out.path / "summary.json").read_text())["details"]["nan_reasons"]
     assert set(reasons) == set(slopes)
     assert reasons["slope_vs_d/signsgd/sparse"].startswith("1 d value(s) with a complexity")
+
+
+def test_a_registered_optimiser_is_one_more_name(tmp_path):
+    """sign_sgd of geomopt.optim at its defaults is the paper's signsgd: the same complexities;
+    the figure labels it by its name, without a theory line."""
+    exp = exp_sparse_noise.EXPERIMENT
+    cfg = dataclasses.replace(exp.presets["smoke"], optimizers=("signsgd", "sign_sgd"))
+    out = execute(exp, cfg, preset="smoke", out=tmp_path)
+    rows = read_run(out.path).metrics
+    by = {o: [r["complexity"] for r in rows if r["opt"] == o] for o in cfg.optimizers}
+    assert by["signsgd"] == by["sign_sgd"] and len(by["sign_sgd"]) > 2
+    assert out.headline["slope_vs_phi/sign_sgd"] == out.headline["slope_vs_phi/signsgd"]
+    assert plot_run(exp, out.path, tmp_path / "figures")[0].exists()
+    phi = exp_sparse_noise.PREDICTED_VS_PHI
+    assert exp_sparse_noise._theory(phi, "sign_sgd", "sign_sgd") is None  # not the paper's
+    assert exp_sparse_noise._theory(phi, "signsgd", "signsgd") == 0.0
+    assert exp_sparse_noise._legend("sign_sgd", 0.5, None) == "sign_sgd: slope 0.50"
+    assert exp_sparse_noise._legend("signsgd", 0.5, 0.0) == "SignSGD: slope 0.50 (theory 0)"

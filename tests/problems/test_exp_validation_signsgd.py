@@ -64,6 +64,7 @@ BAD = [
     (SPARSE, ["--sign-grid", "0.1", "0"], "sign_grid"),
     (SPARSE, ["--optimizers"], "optimizers"),
     (SPARSE, ["--optimizers", "sgd", "sgd"], "optimizers"),
+    (SPARSE, ["--optimizers", "sgd", "adam"], "optimizers"),
     (SPARSE, ["--df", "2"], "df"),
     (SPARSE, ["--df", "inf"], "df"),
     # signsgd/matrix_noise
@@ -82,6 +83,7 @@ BAD = [
     (MATRIX, ["--sign-grid"], "sign_grid"),
     (MATRIX, ["--optimizers"], "optimizers"),
     (MATRIX, ["--optimizers", "muon_ns", "muon_ns"], "optimizers"),
+    (MATRIX, ["--optimizers", "adam"], "optimizers"),
     # signsgd/pretrain: nested optimiser fields
     (PRETRAIN, ["--optim.lr", "-1"], "optim.lr"),  # the user report
     (PRETRAIN, ["--optim.lr", "nan"], "optim.lr"),

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Literal
 
-from geomopt.checks import check_names, check_nonempty
+from geomopt.checks import check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.problems._methods import check_methods, label
 from geomopt.problems.exp_sparse_noise import (
     geomspace,
     slope_headline,
@@ -42,8 +42,9 @@ class MatrixNoiseConfig:
     """||Sigma||_*, the same for every size and rank."""
     eps: float = 0.2
     """Target of the iterate- and seed-averaged nuclear norm of the gradient."""
-    optimizers: tuple[Literal["sgd", "muon_svd", "muon_ns"], ...] = ("sgd", "muon_svd", "muon_ns")
-    """Optimisers to compare."""
+    optimizers: tuple[str, ...] = ("sgd", "muon_svd", "muon_ns")
+    """Optimisers to compare: sgd, muon_svd, muon_ns, or any name of geomopt.optim.OPTIMIZERS
+    at its defaults (on the sign_grid step sizes)."""
     sgd_grid: tuple[float, ...] = geomspace(1e-2, 1.9, 6)
     """SGD step sizes in units of 1 / max_i L_i."""
     sign_grid: tuple[float, ...] = geomspace(5e-3, 0.5, 6)
@@ -66,7 +67,7 @@ def validate(cfg: MatrixNoiseConfig) -> None:
     check_positive(cfg, "trace_norm", "eps", "sgd_grid", "sign_grid")
     if any(r > cfg.rank_n for r in cfg.ranks):
         raise ValueError(f"ranks={cfg.ranks}: expected every rank <= rank_n={cfg.rank_n}")
-    check_names(cfg, "optimizers", ("sgd", "muon_svd", "muon_ns"))
+    check_methods(cfg, "optimizers", ("sgd", "muon_svd", "muon_ns"))
 
 
 def sweep_plan(cfg: MatrixNoiseConfig) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -138,7 +139,6 @@ def run(cfg: MatrixNoiseConfig, run: Run) -> dict[str, float]:
     return headline
 
 
-LABELS = {"sgd": "SGD", "muon_svd": "Muon (SVD)", "muon_ns": "Muon (Newton-Schulz)"}
 COLORS = {"sgd": "sgd", "muon_svd": "muon-svd", "muon_ns": "muon-ns"}
 MARKERS = {"sgd": "o", "muon_svd": "s", "muon_ns": "D"}
 
@@ -147,9 +147,10 @@ def _series(ax, xs, rows, name: str, slope: float) -> None:
     """One optimiser's complexities; Muon (Newton-Schulz) with open markers."""
     from geomopt import plotting
 
-    ax.plot(xs, [r["complexity"] for r in rows], marker=MARKERS[name], ms=5,
-            mfc="none" if name == "muon_ns" else None, color=plotting.color(COLORS[name]),
-            label=f"{LABELS[name]}: slope {slope:.2f}")  # fmt: skip
+    ax.plot(xs, [r["complexity"] for r in rows], marker=MARKERS.get(name, "x"), ms=5,
+            mfc="none" if name == "muon_ns" else None,
+            color=plotting.color(COLORS.get(name, name)),
+            label=f"{label(name)}: slope {slope:.2f}")  # fmt: skip
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:

@@ -11,8 +11,9 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_nonempty
+from geomopt.checks import check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.problems._methods import check_methods, label
 
 
 def geomspace(lo: float, hi: float, n: int) -> tuple[float, ...]:
@@ -84,8 +85,9 @@ class SparseNoiseConfig:
     """L_inf = ||L||_1."""
     delta: float = 0.5
     """Delta = f(x0) - f*."""
-    optimizers: tuple[Literal["sgd", "signsgd", "signum"], ...] = ("sgd", "signsgd")
-    """Optimisers to compare (Signum uses momentum 0.9)."""
+    optimizers: tuple[str, ...] = ("sgd", "signsgd")
+    """Optimisers to compare: sgd, signsgd, signum (momentum 0.9), or any name of
+    geomopt.optim.OPTIMIZERS at its defaults (on the sign_grid step sizes, no theory line)."""
     sgd_grid: tuple[float, ...] = geomspace(1e-2, 1.9, 8)
     """SGD step sizes in units of 1 / max_i L_i (SGD is stable for < 2): eta = g / max_i L_i."""
     sign_grid: tuple[float, ...] = geomspace(2e-3, 0.5, 8)
@@ -120,7 +122,7 @@ def validate(cfg: SparseNoiseConfig) -> None:
     check_ints(cfg, "dims", "phi_d", "phi_points", "n_seeds", "levels", "max_steps", "per_decade")
     check_ints(cfg, "full_max_d", "seed", minimum=0)
     check_positive(cfg, "sigma_l1", "eps", "l_inf", "delta", "sgd_grid", "sign_grid")
-    check_names(cfg, "optimizers", ("sgd", "signsgd", "signum"))
+    check_methods(cfg, "optimizers", PAPER)
     if cfg.noise not in ("gaussian", "student_t"):
         raise ValueError(f"noise={cfg.noise!r}: expected gaussian or student_t")
     check_positive(cfg, "df")
@@ -128,8 +130,14 @@ def validate(cfg: SparseNoiseConfig) -> None:
         raise ValueError(f"df={cfg.df!r}: expected > 2 (finite noise variance)")
 
 
+PAPER = ("sgd", "signsgd", "signum")
 PREDICTED_VS_D = {"sgd/sparse": 1.0, "sgd/dense": 0.0}  # sign-based methods: 0 for both
 PREDICTED_VS_PHI = {"sgd": -1.0}  # sign-based methods: 0
+
+
+def _theory(table: dict[str, float], name: str, key: str) -> float | None:
+    """The predicted slope of a paper method (sign-based: 0); ``None`` for any other."""
+    return table.get(key, 0.0) if name in PAPER else None
 
 
 def _complexity_rows(problems, meta: list[dict], cfg: SparseNoiseConfig, keys) -> list[dict]:
@@ -209,7 +217,6 @@ def run(cfg: SparseNoiseConfig, run: Run) -> dict[str, float]:
     return headline
 
 
-LABELS = {"sgd": "SGD", "signsgd": "SignSGD", "signum": "Signum"}
 MARKERS = {"sgd": "o", "signsgd": "s", "signum": "^"}
 
 
@@ -217,10 +224,15 @@ def _theory_line(ax, xs, ys, slope, color):
     import numpy as np
 
     xs, ys = np.asarray(xs, float), np.asarray(ys, float)
-    if len(xs) < 1:
+    if len(xs) < 1 or slope is None:
         return
     xx = np.array([xs.min(), xs.max()])
     ax.plot(xx, ys[0] * (xx / xs[0]) ** slope, ls=":", color=color, lw=1.0)
+
+
+def _legend(name: str, slope: float, pred: float | None) -> str:
+    theory = "" if pred is None else f" (theory {pred:g})"
+    return f"{label(name)}: slope {slope:.2f}{theory}"
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
@@ -239,16 +251,16 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
                    and r["noise"] == noise]  # fmt: skip
             ok = [r for r in sel if not r["censored"]]
             xs, ys = [r["d"] for r in ok], [r["complexity"] for r in ok]
-            pred = PREDICTED_VS_D.get(f"{name}/{noise}", 0.0)
+            pred = _theory(PREDICTED_VS_D, name, f"{name}/{noise}")
             slope = head[f"slope_vs_d/{name}/{noise}"]
             c = plotting.color(name)
-            ax.plot(xs, ys, marker=MARKERS[name], ms=4, color=c,
-                    label=f"{LABELS[name]}: slope {slope:.2f} (theory {pred:g})")  # fmt: skip
+            ax.plot(xs, ys, marker=MARKERS.get(name, "x"), ms=4, color=c,
+                    label=_legend(name, slope, pred))  # fmt: skip
             _theory_line(ax, xs, ys, pred, c)
             cens = [r["d"] for r in sel if r["censored"]]
             if cens:
                 ax.plot(cens, [cfg["max_steps"]] * len(cens), marker="^", ls="none", color=c,
-                        mfc="none", label=f"{LABELS[name]}: censored")  # fmt: skip
+                        mfc="none", label=f"{label(name)}: censored")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("dimension d")
@@ -260,11 +272,11 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     for name in cfg["optimizers"]:
         ok = [r for r in rows if r["sweep"] == "phi" and r["opt"] == name and not r["censored"]]
         xs, ys = [r["phi"] for r in ok], [r["complexity"] for r in ok]
-        pred = PREDICTED_VS_PHI.get(name, 0.0)
+        pred = _theory(PREDICTED_VS_PHI, name, name)
         slope = head[f"slope_vs_phi/{name}"]
         c = plotting.color(name)
-        ax.plot(xs, ys, marker=MARKERS[name], ms=4, color=c,
-                label=f"{LABELS[name]}: slope {slope:.2f} (theory {pred:g})")  # fmt: skip
+        ax.plot(xs, ys, marker=MARKERS.get(name, "x"), ms=4, color=c,
+                label=_legend(name, slope, pred))  # fmt: skip
         _theory_line(ax, xs, ys, pred, c)
     ax.set_xscale("log")
     ax.set_yscale("log")

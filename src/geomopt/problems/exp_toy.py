@@ -18,9 +18,7 @@ from pathlib import Path
 
 from geomopt.checks import check_nonempty
 from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
-
-PAPER_METHODS = ("sgd", "signsgd", "signum", "muon_svd", "muon_ns")
-"""The names of ``geomopt.problems.OPTIMIZERS`` (kept here so validation needs no JAX)."""
+from geomopt.problems._methods import check_methods, label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,24 +70,12 @@ def validate(cfg: ToyConfig) -> None:
     check_ints(cfg, "steps", minimum=2)  # the first and the last recorded loss
     check_ints(cfg, "seed", minimum=0)
     check_positive(cfg, "det_lrs", "stiff_L", "noise_std", "noisy_lrs")
-    check_nonempty(cfg, "methods")
+    check_methods(cfg, "methods")
     if len(cfg.noisy_lrs) != len(cfg.methods):
         raise ValueError(
             f"noisy_lrs={cfg.noisy_lrs!r}: expected one step size per method of "
             f"methods={cfg.methods!r}"
         )
-    if len(set(cfg.methods)) != len(cfg.methods):
-        raise ValueError(f"methods={cfg.methods!r}: expected distinct names")
-    unknown = [m for m in cfg.methods if m not in PAPER_METHODS]
-    if unknown:  # only then import the optimiser table (it imports JAX)
-        from geomopt.optim import OPTIMIZERS
-
-        bad = [m for m in unknown if m not in OPTIMIZERS]
-        if bad:
-            raise ValueError(
-                f"methods {bad}: expected names from {PAPER_METHODS} or registered in "
-                f"geomopt.optim.OPTIMIZERS {sorted(OPTIMIZERS)}"
-            )
 
 
 def select_step_size(losses, initial: float) -> int:
@@ -167,14 +153,6 @@ def run(cfg: ToyConfig, run: Run) -> dict[str, float]:
         bar.update(1)
     bar.close()
     return headline
-
-
-LABELS = {"sgd": "SGD", "signsgd": "SignSGD", "signum": "Signum"}
-"""Legend names; any other method is labelled with its name."""
-
-
-def label(name: str) -> str:
-    return LABELS.get(name, name)
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
