@@ -95,3 +95,15 @@ def test_runners_take_a_factory_and_compile_once_per_factory(compiles):
     with compiles() as log:  # the same factory object, other step sizes: no recompilation
         pr.run_trajectories(prob, signum_wd, [0.2], keys, **kw)
     assert log.count("_trajectories") == 0, log.names
+
+
+def test_every_training_loop_and_demo_optimiser_is_a_registered_name():
+    """One table: lm's algorithms and the pretraining demo's list are names of the registry
+    (lm builds them through optim.make_optimizer)."""
+    import typing
+
+    from geomopt.lm._config import OptimName
+    from geomopt.lm.exp_pretrain_demo import OPTIMIZERS as DEMO
+
+    assert set(typing.get_args(OptimName)) <= set(optim.OPTIMIZERS)
+    assert sorted(DEMO) == sorted(typing.get_args(OptimName))
