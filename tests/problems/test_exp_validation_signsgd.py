@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from geomopt.experiment import parse
 from geomopt.lm import exp_pretrain, exp_pretrain_demo
+from geomopt.lm._data import write_shard
 from geomopt.problems import exp_matrix_noise, exp_sparse_noise, exp_toy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,7 +174,7 @@ def test_shard_presets_are_refused_until_the_shards_exist(tmp_path):
         with pytest.raises(ValueError, match=r"data\.train=.*no token file matches"):
             PRETRAIN.validate(cfg)
     for split in ("train", "val"):
-        (tmp_path / f"s_{split}_000000.bin").write_bytes(b"\0" * 1024)
+        write_shard(tmp_path / f"s_{split}_000000.bin", np.zeros(1024, np.uint16))
     data = dataclasses.replace(
         PRETRAIN.presets["paper"].data,
         train=str(tmp_path / "s_train_*.bin"),
