@@ -153,3 +153,29 @@ def test_recipe_a_new_experiment(tmp_path, monkeypatch):
     config = json.loads((run_dir / "config.json").read_text())
     assert "exp_mean" in config["code"]  # its source is fingerprinted for reproduce.py
     assert exp.name == "demo/mean"
+
+
+def _readme_recipes() -> list[str]:
+    """The python blocks of the README's "Extending geomopt" section, in order."""
+    import re
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text.split("\n## Extending geomopt\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_shows_the_recipes_these_tests_run():
+    """Every line of the README's recipes is a line the tests above run (up to indentation and
+    the output folder, which is a temporary one here): edit both together."""
+    blocks = _readme_recipes()
+    assert len(blocks) == 4, f"expected 4 python blocks in 'Extending geomopt', got {len(blocks)}"
+    optimiser, score, experiment, entry = blocks
+    here = {line.strip() for line in Path(__file__).read_text().splitlines()}
+    for block in (optimiser, score):
+        for line in block.replace('out="results"', "out=tmp_path").splitlines():
+            assert not line.strip() or line.strip() in here, f"README line not tested: {line!r}"
+    assert experiment.strip() == RECIPE_EXPERIMENT.strip()
+    entry = entry.replace("# experiments/demo/mean.py\n", "").replace(
+        "geomopt.demo.exp_mean", "exp_mean"
+    )
+    assert entry.strip() == RECIPE_ENTRY_POINT.strip()
