@@ -43,8 +43,17 @@ def test_hilbert_matches_hilbertcurve(d, bits):
     np.testing.assert_array_equal(back, q)
 
 
-def test_covers_more_than_128_bits():
-    assert max(d * b for d, b in WIDE) >= 128
+@pytest.mark.parametrize("d,bits", [(9, 31), (16, 9)])
+def test_indices_beyond_128_bits_are_exact(d, bits):
+    """Indices that need more than 128 bits (more than four 32-bit words) are computed exactly:
+    the corner points of the grid and a random point, against ``hilbertcurve``."""
+    top = 2**bits - 1
+    q = np.array([[top] * d, [top] + [0] * (d - 1), [0] * (d - 1) + [top]], dtype=np.uint32)
+    q = np.concatenate([q, _random_points(np.random.default_rng(bits), 1, d, bits)])
+    got = [int(v) for v in words_to_int(np.asarray(hilbert_index(jnp.asarray(q), bits)))]
+    expected = [HilbertCurve(bits, d).distance_from_point([int(v) for v in p]) for p in q]
+    assert got == expected
+    assert n_words(d, bits) > 4 and max(got) >= 2**128
 
 
 @pytest.mark.parametrize("d,bits", [(2, 3), (3, 2), (4, 2)])
