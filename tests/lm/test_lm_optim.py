@@ -39,3 +39,45 @@ def test_one_cycle_schedule_endpoints():
     assert float(sched(100)) == pytest.approx(1e-4, rel=1e-5)
     with pytest.raises(ValueError, match="schedule 'linear'"):
         lr_schedule("linear", 1e-2, 100, 0.1, 0.0)
+
+
+@pytest.fixture
+def fresh_registry():
+    """The optimiser table as it was before the test, afterwards."""
+    from geomopt.optim import _registry
+
+    saved = dict(_registry._TABLE)
+    yield _registry
+    _registry._TABLE.clear()
+    _registry._TABLE.update(saved)
+
+
+def test_a_registered_optimiser_trains_gpt2_by_name(fresh_registry):
+    """GPT-2's optim.algorithm takes any name of geomopt.optim.OPTIMIZERS: the factory gets the
+    OptimConfig fields it takes (here momentum and weight_decay with the hidden-matrix mask)."""
+    from geomopt import optim
+    from geomopt.lm._train import check_optim_config
+
+    _registry = fresh_registry
+    seen = {}
+
+    def signum_wd(learning_rate, momentum=0.5, weight_decay=0.0, mask=None):
+        seen.update(momentum=momentum, weight_decay=weight_decay)
+        return optim.signum(learning_rate, momentum=momentum, weight_decay=weight_decay, mask=mask)
+
+    _registry.register_optimizer("signum_wd", signum_wd)
+    cfg = OptimConfig(algorithm="signum_wd", lr=0.1, weight_decay=0.1, momentum=0.8,
+                      schedule="constant", clip=0.0)  # fmt: skip
+    check_optim_config(cfg)
+    params = gpt_like_params()
+    tx = build_optimizer(cfg, total_steps=10)
+    assert seen == {"momentum": 0.8, "weight_decay": 0.1}
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    new = optax.apply_updates(params, jax.jit(tx.update)(zeros, tx.init(params), params)[0])
+    np.testing.assert_allclose(new["blocks"][0]["mlp"]["fc"]["kernel"], 2.0 * 0.99, rtol=1e-6)
+    np.testing.assert_array_equal(new["wte"], 1.0)  # the mask reached the factory
+    with pytest.raises(ValueError, match=r"optim.algorithm='nope': expected one of .*signum_wd"):
+        check_optim_config(OptimConfig(algorithm="nope"))
+    _registry.register_optimizer("plain", lambda learning_rate: optax.sgd(learning_rate))
+    with pytest.raises(ValueError, match="optim.weight_decay=0.1: optimiser 'plain' takes no"):
+        build_optimizer(OptimConfig(algorithm="plain", weight_decay=0.1), total_steps=10)

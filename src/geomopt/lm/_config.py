@@ -111,9 +111,12 @@ OptimName = Literal["adamw", "sgd", "sign_sgd", "signum", "muon"]
 class OptimConfig:
     """Optimiser, learning-rate schedule and clipping."""
 
-    algorithm: OptimName = "adamw"
+    algorithm: str = "adamw"
     """adamw; sgd (momentum, coupled L2 decay); sign_sgd; signum; muon (hidden matrices) with
-    AdamW for embeddings, gains and biases. (Not "name": that is the runner's option.)"""
+    AdamW for embeddings, gains and biases; or any other name registered in
+    geomopt.optim.OPTIMIZERS (it gets the fields below that its factory takes: momentum,
+    nesterov, b1, b2, weight_decay with mask = the hidden matrices). (Not "name": that is the
+    runner's option.)"""
     lr: float = 1e-3
     """Peak learning rate (for muon: of the Muon part)."""
     weight_decay: float = 0.0

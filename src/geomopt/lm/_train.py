@@ -20,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import inspect
 import json
 import math
 import os
 import shutil
 import statistics
 import time
-import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
-from geomopt.lm._config import GPT2Config, OptimConfig, OptimName, TrainConfig
+from geomopt.lm._config import GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm._data import BatchLoader, ShardError, TokenData, build_offline_corpus, detect_format
 from geomopt.lm._data import _expand as _expand_token_files
 from geomopt.lm._model import GPT2, flops_per_token, param_label
@@ -174,6 +174,33 @@ def _muon_label(params):
     )
 
 
+def _registered_options(ocfg: OptimConfig) -> dict:
+    """The ``OptimConfig`` fields that the factory of a registered (not built-in) optimiser takes;
+    a weight decay it cannot take is refused, not dropped."""
+    if ocfg.algorithm not in optim.OPTIMIZERS:
+        raise ValueError(
+            f"optim.algorithm={ocfg.algorithm!r}: expected one of {sorted(optim.OPTIMIZERS)} "
+            "(register others with geomopt.optim.register_optimizer)"
+        )
+    factory = optim.OPTIMIZERS[ocfg.algorithm]
+    try:
+        takes = set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        takes = set()
+    given = dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, b1=ocfg.b1, b2=ocfg.b2)
+    kwargs = {k: v for k, v in given.items() if k in takes}
+    if "weight_decay" in takes:
+        kwargs["weight_decay"] = ocfg.weight_decay
+        if "mask" in takes:
+            kwargs["mask"] = _matrix_mask
+    elif ocfg.weight_decay:
+        raise ValueError(
+            f"optim.weight_decay={ocfg.weight_decay!r}: optimiser {ocfg.algorithm!r} takes no "
+            "weight_decay; expected 0"
+        )
+    return kwargs
+
+
 def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.GradientTransformation:
     """The optax transformation of ``ocfg`` (``lr`` overrides ``ocfg.lr``; may be traced, so
     one compiled step serves several learning rates)."""
@@ -201,11 +228,11 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
             label_fn=_muon_label,
         ),
     }
-    if ocfg.algorithm not in options:
-        raise ValueError(
-            f"optimiser {ocfg.algorithm!r}: expected adamw, sgd, sign_sgd, signum or muon"
-        )
-    tx = optim.make_optimizer(ocfg.algorithm, sched, **options[ocfg.algorithm]())
+    if ocfg.algorithm in options:
+        kwargs = options[ocfg.algorithm]()
+    else:
+        kwargs = _registered_options(ocfg)
+    tx = optim.make_optimizer(ocfg.algorithm, sched, **kwargs)
     if ocfg.clip > 0:
         tx = optax.chain(optax.clip_by_global_norm(ocfg.clip), tx)
     return tx
@@ -416,7 +443,7 @@ def check_optim_config(ocfg: OptimConfig, steps: int | None = None, prefix: str 
     def name(field: str) -> str:
         return f"{prefix}.{field}" if prefix else field
 
-    _check_choice(name("algorithm"), ocfg.algorithm, typing.get_args(OptimName))
+    _check_choice(name("algorithm"), ocfg.algorithm, tuple(sorted(optim.OPTIMIZERS)))
     _check_choice(name("schedule"), ocfg.schedule, ("one_cycle", "wsd", "cosine", "constant"))
     for field in ("lr", "adam_lr"):
         v = getattr(ocfg, field)
