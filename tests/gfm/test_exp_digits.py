@@ -32,6 +32,14 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     for k in ("PPL", "FID"):
         vals = [headline[f"{m}/{k}"] for m in cfg.methods]
         assert len(set(np.round(vals, 6))) == len(vals), (k, vals)
+    # the quality bar: per seed, the denoiser samples' FID over the held-out digits' FID
+    per_seed = outcome.details["per_seed"]
+    for rows in per_seed:
+        want = rows["samples"]["FID"] / rows["heldout"]["FID"]
+        assert rows["quality"]["sample_ratio"] == pytest.approx(want)
+    ratios = [rows["quality"]["sample_ratio"] for rows in per_seed]
+    assert headline["quality/sample_ratio"] == pytest.approx(np.mean(ratios))
+    assert headline["quality/ok"] == float(np.mean(ratios) <= cfg.quality_factor)
     # every method's frames start and end at the same two real digits
     with np.load(run_dir / "paths.npz") as f:
         ends = [f[m][:, [0, -1]] for m in cfg.methods]

@@ -39,10 +39,100 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
         assert len(set(np.round(vals, 6))) == len(vals), (k, vals)
     with np.load(run_dir / "paths.npz") as f:
         assert f["gfm"].shape == (cfg.n_pairs, cfg.n_points, cfg.latent_dim)
+    # the quality bar: per seed, the samples' (endpoints') family distance over the data's
+    # (reconstructions'); the flag from the mean ratio and the stated factor
+    per_seed = outcome.details["per_seed"]
+    for rows in per_seed:
+        want = rows["endpoints"]["family_dist"] / rows["reconstruction"]["family_dist"]
+        assert rows["quality"]["sample_ratio"] == pytest.approx(want)
+        assert rows["quality"]["ae_heldout_cd"] > 0
+        n_scored = cfg.n_pairs * len(cfg.eval_steps)
+        assert rows["gfm"]["family_n"] <= min(cfg.family_fit_max, n_scored)
+    ratios = [rows["quality"]["sample_ratio"] for rows in per_seed]
+    assert headline["quality/sample_ratio"] == pytest.approx(np.mean(ratios))
+    assert headline["quality/factor"] == cfg.quality_factor
+    assert headline["quality/ok"] == float(np.mean(ratios) <= cfg.quality_factor)
+    assert 0 < headline["quality/ae_heldout_cd"] < 1
     figs = plot_run(EXPERIMENT, run_dir, tmp_path / "figs")
     assert sorted(p.name for p in figs) == ["shapes_metrics_smoke.png", "shapes_strips_smoke.png"]
     # the second run reuses the cached models
     assert list((tmp_path / "_cache" / "shape_models").iterdir())
+
+
+def test_fit_subset_is_seeded_and_shared_by_every_method():
+    from geomopt.shapes._study import fit_subset
+
+    a = fit_subset(256, 64, seed=3)
+    assert len(a) == 64 and len(set(a)) == 64 and (np.diff(a) > 0).all() and a.max() < 256
+    np.testing.assert_array_equal(a, fit_subset(256, 64, seed=3))  # deterministic
+    assert not np.array_equal(a, fit_subset(256, 64, seed=4))  # another seed, another draw
+    np.testing.assert_array_equal(fit_subset(8, 64, seed=3), np.arange(8))  # k >= n: all
+    with pytest.raises(ValueError, match="k=0"):
+        fit_subset(8, 0, seed=0)
+
+
+def test_score_fits_the_same_subset_for_every_method(monkeypatch):
+    # _score_shapes fits exactly the seed's subset (of the decoded shapes), whatever the method
+    from geomopt.gfm import exp_shapes
+    from geomopt.shapes import _family as fam
+    from geomopt.shapes._study import fit_subset
+
+    cfg = ShapesConfig(n_eval_points=16, n_surface=32, family_fit_max=5)
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((3, 16, 3))
+    fitted = []
+
+    def fake_fit(points):
+        fitted.append(round(float(points[0, 0]), 6))
+        return None, None, 0.1
+
+    monkeypatch.setattr(fam, "fit_family", fake_fit)
+    seen = {}
+    for method_shift in (0.0, 0.5):  # two "methods": different clouds, same seed
+        clouds = rng.standard_normal((12, 32, 3))
+        clouds[:, 0, 0] = np.arange(12) + method_shift  # a tag: the shape's index
+        ok = np.ones(12, bool)
+        ok[fit_subset(12, 5, seed=7)[0]] = False  # a failed decode is skipped, not replaced
+        fitted.clear()
+        row = exp_shapes._score_shapes(clouds, ok, ref, cfg, seed=7)
+        seen[method_shift] = [int(t - method_shift) for t in fitted]
+        assert row["family_n"] == 4
+    want = [int(i) for i in fit_subset(12, 5, seed=7)[1:]]
+    assert seen[0.0] == seen[0.5] == want
+
+
+def test_quality_ratio_and_flag_come_from_the_numbers_they_claim():
+    from geomopt.shapes._study import apply_quality_bar, quality_ratio, summarise
+
+    class _Run:
+        lines: list = []
+
+        def print(self, msg):
+            self.lines.append(msg)
+
+    # per seed: samples' distance / data's distance; the headline is their mean over seeds
+    rows = [{"quality": {"sample_ratio": quality_ratio(s, d)}} for s, d in ((3.0, 2.0), (5.0, 2.0))]
+    assert [r["quality"]["sample_ratio"] for r in rows] == [1.5, 2.5]
+    headline, _ = summarise(rows, {"quality": ("sample_ratio",)})
+    assert headline["quality/sample_ratio"] == pytest.approx(2.0)
+    run = _Run()
+    assert apply_quality_bar(headline, 2.0, "samples", run)  # 2.0 <= 2.0: met
+    assert headline["quality/ok"] == 1.0 and headline["quality/factor"] == 2.0
+    assert not apply_quality_bar(headline, 1.9, "samples", run)  # not met: flagged, not raised
+    assert headline["quality/ok"] == 0.0 and "NOT MET" in run.lines[-1]
+    assert math.isnan(quality_ratio(1.0, 0.0)) and math.isnan(quality_ratio(math.nan, 1.0))
+    nan = {"quality/sample_ratio": math.nan}
+    assert not apply_quality_bar(nan, 2.0, "samples", run) and nan["quality/ok"] == 0.0
+
+
+def test_chamfer_pairs_is_the_diagonal_of_the_matrix():
+    from geomopt.shapes import _metrics as met
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 20, 3)), rng.standard_normal((3, 25, 3))
+    np.testing.assert_allclose(met.chamfer_pairs(a, b), np.diag(met.chamfer_matrix(a, b)),
+                               rtol=1e-5)  # fmt: skip
+    assert met.chamfer_pairs(a, a) == pytest.approx(np.zeros(3), abs=1e-5)
 
 
 def test_validate_names_the_bad_field():
@@ -52,6 +142,10 @@ def test_validate_names_the_bad_field():
         validate(ShapesConfig(methods=("gfm", "magic")))
     with pytest.raises(ValueError, match="residual"):
         validate(ShapesConfig(residual="torus"))
+    with pytest.raises(ValueError, match="family_fit_max"):
+        validate(ShapesConfig(family_fit_max=0))
+    with pytest.raises(ValueError, match="quality_factor"):
+        validate(ShapesConfig(quality_factor=0.0))
 
 
 class _Gaussian:

@@ -71,6 +71,12 @@ class DigitsConfig:
     n_seeds: int = 3
     """Seeds ``seed, seed + 1, ...``, each with its own split, models, pairs and noise; every
     headline number is their mean with a 95 % t-interval (``/ci_lo``, ``/ci_hi``)."""
+    quality_factor: float = 2.0
+    """Quality bar: the denoiser's own samples (``n_test`` of them, PF-ODE) must have an FID
+    (feature-space substitute) within this factor of the held-out real digits' (``n_test``
+    images: the same sample size, so the same small-sample bias):
+    ``quality/sample_ratio <= quality_factor``, reported as ``quality/ok`` (the run is not
+    refused when the bar is missed)."""
 
 
 N_IMAGES = 1797
@@ -81,6 +87,7 @@ def validate(cfg: DigitsConfig) -> None:
     check_ints(cfg, "edm_width", "edm_steps", "classifier_steps", "n_pairs", "adam_iters",
                "rbf_iters", "land_iters", "rbf_centers", "denoise_steps", "n_test",
                "rbf_fit_iters", "n_seeds")  # fmt: skip
+    check_positive(cfg, "quality_factor")
     check_ints(cfg, "seed", minimum=0)
     check_ints(cfg, "n_points", minimum=3)
     if not 2 * cfg.n_pairs <= cfg.n_test <= 1000:
@@ -160,8 +167,9 @@ def _study(cfg: DigitsConfig, run: Run):
     import jax
     import numpy as np
 
+    from geomopt.diffusion import sample_pf_ode
     from geomopt.shapes import _digits as dg
-    from geomopt.shapes._study import Study, Trial
+    from geomopt.shapes._study import Study, Trial, quality_ratio
 
     x, y = dg.load_digits()
     inner = list(range(1, cfg.n_points - 1))
@@ -172,7 +180,8 @@ def _study(cfg: DigitsConfig, run: Run):
         edm, cls = _models(cfg, run, x[train], y[train], seed)
         ia, ib = _pairs(y[test], cfg.n_pairs, seed)
         data_feat, _ = dg.features(cls, x)
-        extra = {"cls": cls, "test": test, "data_feat": data_feat}
+        extra = {"cls": cls, "test": test, "data_feat": data_feat,
+                 "k_samples": jax.random.key(seed + 11)}  # fmt: skip
         return Trial(edm, x[train], x[test][ia], x[test][ib], jax.random.key(seed + 7), extra)
 
     def score(trial: Trial, paths) -> dict[str, float]:
@@ -183,24 +192,33 @@ def _study(cfg: DigitsConfig, run: Run):
         return row
 
     def floors(trial: Trial) -> dict[str, dict[str, float]]:
-        # the data's own FID floor (held-out images against all images), and the classifier
-        test = trial.extra["test"]
-        f_test, probs = dg.features(trial.extra["cls"], x[test])
+        # the data's own FID floor (held-out images against all images), the denoiser's own
+        # samples (as many, PF-ODE, 18 Heun steps), their ratio (the quality bar), and the
+        # classifier
+        test, cls = trial.extra["test"], trial.extra["cls"]
+        f_test, probs = dg.features(cls, x[test])
         accuracy = float((probs.argmax(1) == y[test]).mean())
         run.print(f"feature classifier: held-out accuracy {accuracy:.3f}")
-        return {"heldout": {"FID": dg.frechet_distance(f_test, trial.extra["data_feat"])},
+        heldout = dg.frechet_distance(f_test, trial.extra["data_feat"])
+        gen, _ = sample_pf_ode(trial.denoiser, trial.extra["k_samples"], len(test), 64)
+        f_gen, _ = dg.features(cls, np.asarray(gen))
+        samples = dg.frechet_distance(f_gen, trial.extra["data_feat"])
+        return {"heldout": {"FID": heldout}, "samples": {"FID": samples},
+                "quality": {"sample_ratio": quality_ratio(samples, heldout)},
                 "classifier": {"accuracy": accuracy}}  # fmt: skip
 
     def keep(trial: Trial, paths: dict) -> None:
         run.save_arrays("paths.npz", **{m: v["path"] for m, v in paths.items()})
 
-    return Study(prepare, score, HEADLINE, floors, ("FID", "accuracy"), keep)
+    return Study(prepare, score, HEADLINE, floors, ("FID", "sample_ratio", "accuracy"), keep)
 
 
 def run(cfg: DigitsConfig, run: Run) -> dict[str, float]:
-    from geomopt.shapes._study import run_study
+    from geomopt.shapes._study import apply_quality_bar, run_study
 
-    return run_study(_study(cfg, run), cfg, run)
+    headline = run_study(_study(cfg, run), cfg, run)
+    apply_quality_bar(headline, cfg.quality_factor, "denoiser samples' FID", run)
+    return headline
 
 
 LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "stein": "Stein",
@@ -292,7 +310,15 @@ EXPERIMENT = Experiment(
     plot=plot,
     validate=validate,
     figures_dir="experiments/gfm/figures",
-    key_numbers=("gfm/FID", "slerp/FID", "heldout/FID", "gfm/PPL", "gfm/quality"),
+    key_numbers=(
+        "gfm/FID",
+        "slerp/FID",
+        "heldout/FID",
+        "samples/FID",
+        "quality/ok",
+        "gfm/PPL",
+        "gfm/quality",
+    ),
     # smoke: not measured on a quiet machine since it grew (README_latent.md); quick: not run
     # since it grew from 16 pairs and one seed to 64 pairs and three
     seconds={},

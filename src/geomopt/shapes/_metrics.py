@@ -24,6 +24,7 @@ __all__ = [
     "farthest_point_sample",
     "normalize_cloud",
     "chamfer_matrix",
+    "chamfer_pairs",
     "set_metrics",
     "prepare_clouds",
 ]
@@ -98,16 +99,29 @@ def prepare_clouds(clouds, n_points: int, *, seed: int = 0) -> np.ndarray:
     return normalize_cloud(np.asarray(sampled))
 
 
-def _chamfer_block(gen, ref):
-    import jax
+def _pair_cd(a, b):
     import jax.numpy as jnp
 
-    def pair(a, b):
-        d2 = jnp.sum(a**2, 1)[:, None] + jnp.sum(b**2, 1)[None, :] - 2.0 * a @ b.T
-        d2 = jnp.maximum(d2, 0.0)
-        return jnp.mean(jnp.min(d2, axis=1)) + jnp.mean(jnp.min(d2, axis=0))
+    d2 = jnp.sum(a**2, 1)[:, None] + jnp.sum(b**2, 1)[None, :] - 2.0 * a @ b.T
+    d2 = jnp.maximum(d2, 0.0)
+    return jnp.mean(jnp.min(d2, axis=1)) + jnp.mean(jnp.min(d2, axis=0))
 
-    return jax.vmap(lambda a: jax.vmap(lambda b: pair(a, b))(ref))(gen)
+
+def _chamfer_block(gen, ref):
+    import jax
+
+    return jax.vmap(lambda a: jax.vmap(lambda b: _pair_cd(a, b))(ref))(gen)
+
+
+def chamfer_pairs(a, b) -> np.ndarray:
+    """``CD[i]`` (squared, official convention) between matched clouds ``a[i]`` and ``b[i]``
+    (both ``(B, N, 3)``)."""
+    import jax
+
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if a.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise ValueError(f"clouds of shapes {a.shape}, {b.shape}: expected (B, N, 3) twice")
+    return np.asarray(jax.jit(jax.vmap(_pair_cd))(a, b), np.float64)
 
 
 def chamfer_matrix(gen, ref, *, block: int = 16) -> np.ndarray:

@@ -26,7 +26,16 @@ from geomopt.stats import mean_ci
 
 from . import _interp as itp
 
-__all__ = ["Trial", "Study", "run_study", "summarise", "error_bars"]
+__all__ = [
+    "Trial",
+    "Study",
+    "run_study",
+    "summarise",
+    "error_bars",
+    "fit_subset",
+    "quality_ratio",
+    "apply_quality_bar",
+]
 
 
 class Trial(NamedTuple):
@@ -78,6 +87,40 @@ def summarise(per_seed: list[Mapping[str, Mapping[str, float]]], keys: Mapping[s
             if len(vals) < 2:
                 reasons[f"{name}/ci_lo"] = reasons[f"{name}/ci_hi"] = "one seed: no interval"
     return out, reasons
+
+
+def fit_subset(n: int, k: int, seed: int) -> np.ndarray:
+    """Sorted indices of a random subset of ``min(k, n)`` of ``range(n)``, drawn from ``seed``
+    alone (all of them when ``k >= n``): the same ``n`` and ``seed`` give the same indices, so
+    every method of a seed is scored on the same pairs and waypoints (a paired comparison)."""
+    if n < 0 or k < 1:
+        raise ValueError(f"n={n!r}, k={k!r}: expected n >= 0 and k >= 1")
+    if k >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def quality_ratio(sample: float, data: float) -> float:
+    """``sample / data``: a model's samples' distance (to the shape family, or FID) divided by
+    the data's own in the same units; NaN when either is not finite or ``data <= 0``."""
+    sample, data = float(sample), float(data)
+    if not (math.isfinite(sample) and math.isfinite(data)) or data <= 0:
+        return math.nan
+    return sample / data
+
+
+def apply_quality_bar(headline: dict[str, float], factor: float, what: str, run: Any) -> bool:
+    """The quality bar: the mean over seeds of ``quality/sample_ratio`` (per seed,
+    :func:`quality_ratio`) at most ``factor``. Adds ``quality/factor`` and ``quality/ok``
+    (1.0 met, 0.0 not met or no finite ratio) to ``headline`` and prints one line saying
+    which; the run goes on either way (the comparison is reported, with the bar beside it)."""
+    ratio = headline.get("quality/sample_ratio", math.nan)
+    ok = math.isfinite(ratio) and ratio <= factor
+    headline["quality/factor"] = float(factor)
+    headline["quality/ok"] = float(ok)
+    verdict = "MET" if ok else "NOT MET: the comparison below is made with models under the bar"
+    run.print(f"quality bar ({what} / data's own <= {factor:g}): ratio {ratio:.3g}, {verdict}")
+    return ok
 
 
 def error_bars(headline: Mapping[str, float], rows, metric: str) -> np.ndarray:
