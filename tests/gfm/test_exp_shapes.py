@@ -45,7 +45,7 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
     for rows in per_seed:
         want = rows["endpoints"]["family_dist"] / rows["reconstruction"]["family_dist"]
         assert rows["quality"]["sample_ratio"] == pytest.approx(want)
-        assert rows["quality"]["ae_heldout_cd"] > 0
+        assert rows["quality"]["ae_heldout_cd"] > rows["quality"]["ae_heldout_floor"] > 0
         n_scored = cfg.n_pairs * len(cfg.eval_steps)
         assert rows["gfm"]["family_n"] <= min(cfg.family_fit_max, n_scored)
     ratios = [rows["quality"]["sample_ratio"] for rows in per_seed]

@@ -239,15 +239,24 @@ def _score_shapes(clouds, ok, ref_clouds, cfg: ShapesConfig, seed: int) -> dict[
             "failed": float((~ok).mean())}  # fmt: skip
 
 
-def _heldout_reconstruction(ae, ref_raw, cfg: ShapesConfig, seed: int) -> dict:
+def _heldout_reconstruction(ae, ref_meshes, ref_raw, cfg: ShapesConfig, seed: int) -> dict:
     """The autoencoder on held-out shapes (the reference set, never trained on): encode
-    ``n_cloud`` of each shape's surface points, decode, and take the Chamfer distance (square
-    root of the official squared CD, normalised frame) to the true surface; its mean over the
-    decoded shapes and the share that failed to decode."""
+    ``n_cloud`` of each shape's surface points ``ref_raw``, decode, and take the Chamfer
+    distance (square root of the official squared CD, normalised frame) to the true surface;
+    its mean over the decoded shapes (``ae_heldout_cd``), the share that failed to decode, and
+    the metric's own floor at these sizes (``ae_heldout_floor``: the same distance between two
+    independent samplings of the true surfaces ``ref_meshes``)."""
     import numpy as np
 
+    from geomopt.shapes import _family as fam
     from geomopt.shapes import _metrics as met
     from geomopt.shapes import _model as mdl
+
+    again = np.stack([fam.sample_surface(m, cfg.n_surface, seed=len(ref_meshes) + i)
+                      for i, m in enumerate(ref_meshes)])  # fmt: skip
+    true = met.prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed)
+    resampled = met.prepare_clouds(again, cfg.n_eval_points, seed=seed)
+    floor = np.sqrt(met.chamfer_pairs(resampled, true))
 
     z = mdl.encode(ae, ref_raw[:, : cfg.n_cloud])
     meshes = mdl.decode_meshes(ae, z, cfg.decode_res)
@@ -255,9 +264,9 @@ def _heldout_reconstruction(ae, ref_raw, cfg: ShapesConfig, seed: int) -> dict:
     cd = np.full(len(z), np.nan)
     if ok.any():
         rec = met.prepare_clouds(clouds[ok], cfg.n_eval_points, seed=seed)
-        true = met.prepare_clouds(ref_raw[ok], cfg.n_eval_points, seed=seed)
-        cd[ok] = np.sqrt(met.chamfer_pairs(rec, true))
-    return {"ae_heldout_cd": _nanmean(cd), "ae_heldout_failed": float((~ok).mean())}
+        cd[ok] = np.sqrt(met.chamfer_pairs(rec, true[ok]))
+    return {"ae_heldout_cd": _nanmean(cd), "ae_heldout_floor": float(floor.mean()),
+            "ae_heldout_failed": float((~ok).mean())}  # fmt: skip
 
 
 def _study(cfg: ShapesConfig, run: Run):
@@ -275,14 +284,15 @@ def _study(cfg: ShapesConfig, run: Run):
         ae, edm, lat = _models(cfg, run, seed)
         # reference set: fresh family members, exact meshes
         refs = fam.random_shapes(cfg.n_reference, seed + 1)
-        ref_raw = np.stack([fam.sample_surface(fam.shape_mesh(s, cfg.mesh_res), cfg.n_surface,
-                                               seed=i) for i, s in enumerate(refs)])  # fmt: skip
+        ref_meshes = [fam.shape_mesh(s, cfg.mesh_res) for s in refs]
+        ref_raw = np.stack([fam.sample_surface(m, cfg.n_surface, seed=i)
+                            for i, m in enumerate(ref_meshes)])  # fmt: skip
         ref_clouds = met.prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed + 1)
         k_end, k_noise = jax.random.split(jax.random.key(seed + 7))
         ends, _ = sample_pf_ode(edm, k_end, 2 * cfg.n_pairs, cfg.latent_dim)
         ends = np.asarray(ends)
-        extra = {"ae": ae, "lat": lat, "ref": ref_clouds, "ref_raw": ref_raw, "ends": ends,
-                 "seed": seed}  # fmt: skip
+        extra = {"ae": ae, "lat": lat, "ref": ref_clouds, "ref_raw": ref_raw,
+                 "ref_meshes": ref_meshes, "ends": ends, "seed": seed}  # fmt: skip
         return Trial(edm, lat["u"], ends[0::2], ends[1::2], k_noise, extra)
 
     def decode(trial: Trial, u):
@@ -308,7 +318,7 @@ def _study(cfg: ShapesConfig, run: Run):
                 "endpoints": score_latents(trial, ex["ends"])}  # fmt: skip
         ratio = quality_ratio(rows["endpoints"]["family_dist"],
                               rows["reconstruction"]["family_dist"])  # fmt: skip
-        held = _heldout_reconstruction(ex["ae"], ex["ref_raw"], cfg, ex["seed"])
+        held = _heldout_reconstruction(ex["ae"], ex["ref_meshes"], ex["ref_raw"], cfg, ex["seed"])
         rows["quality"] = {"sample_ratio": ratio, **held}
         return rows
 
@@ -326,10 +336,12 @@ def _study(cfg: ShapesConfig, run: Run):
 
 HEADLINE = ("CD", "HD", "F@0.1", "COV", "family_dist")
 """Per-method headline metrics (each with ``/ci_lo`` and ``/ci_hi`` over seeds)."""
-FLOOR_HEADLINE = ("family_dist", "sample_ratio", "ae_heldout_cd", "ae_heldout_failed")
+FLOOR_HEADLINE = ("family_dist", "sample_ratio", "ae_heldout_cd", "ae_heldout_floor",
+                  "ae_heldout_failed")  # fmt: skip
 """Headline metrics of the floor rows, where a row has them: ``reconstruction/family_dist``,
 ``endpoints/family_dist``, and the quality bar's ``quality/sample_ratio`` (endpoints over
-reconstruction, per seed), ``quality/ae_heldout_cd``, ``quality/ae_heldout_failed``; with
+reconstruction, per seed), ``quality/ae_heldout_cd`` with its sampling floor
+``quality/ae_heldout_floor``, ``quality/ae_heldout_failed``; with
 ``quality/factor`` and ``quality/ok`` (:func:`geomopt.shapes._study.apply_quality_bar`)."""
 
 
