@@ -73,3 +73,14 @@ class _CompileLog:
 def compiles():
     """``with compiles() as log: ...; assert log.count("step") == 0``."""
     return _CompileLog
+
+
+@pytest.fixture
+def fresh_registry():
+    """``geomopt.optim._registry``; the optimiser table as it was before the test, afterwards."""
+    from geomopt.optim import _registry
+
+    saved = dict(_registry._TABLE)
+    yield _registry
+    _registry._TABLE.clear()
+    _registry._TABLE.update(saved)

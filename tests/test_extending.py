@@ -6,20 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from geomopt.runs import read_run
-
-
-@pytest.fixture
-def fresh_registry():
-    """The optimiser table as it was before the test, afterwards."""
-    from geomopt.optim import _registry
-
-    saved = dict(_registry._TABLE)
-    yield
-    _registry._TABLE.clear()
-    _registry._TABLE.update(saved)
 
 
 def test_recipe_a_new_optimiser(tmp_path, fresh_registry):

@@ -41,17 +41,6 @@ def test_one_cycle_schedule_endpoints():
         lr_schedule("linear", 1e-2, 100, 0.1, 0.0)
 
 
-@pytest.fixture
-def fresh_registry():
-    """The optimiser table as it was before the test, afterwards."""
-    from geomopt.optim import _registry
-
-    saved = dict(_registry._TABLE)
-    yield _registry
-    _registry._TABLE.clear()
-    _registry._TABLE.update(saved)
-
-
 def test_a_registered_optimiser_trains_gpt2_by_name(fresh_registry):
     """GPT-2's optim.algorithm takes any name of geomopt.optim.OPTIMIZERS: the factory gets the
     OptimConfig fields it takes (here momentum and weight_decay with the hidden-matrix mask)."""

@@ -11,7 +11,6 @@ import pytest
 
 from geomopt import optim
 from geomopt import problems as pr
-from geomopt.optim import _registry
 
 
 def _steps(tx, n=3):
@@ -54,15 +53,6 @@ def test_options_are_the_factorys_and_plain_sgd_is_momentum_zero():
         optim.make_optimizer("sgd", 0.1, beta=0.9)
     with pytest.raises(ValueError, match=r"optimizer 'adam': expected one of \['adamw', "):
         optim.make_optimizer("adam", 0.1)
-
-
-@pytest.fixture
-def fresh_registry():
-    """The optimiser table as it was before the test, afterwards."""
-    saved = dict(_registry._TABLE)
-    yield
-    _registry._TABLE.clear()
-    _registry._TABLE.update(saved)
 
 
 def test_register_a_new_optimiser(fresh_registry):
