@@ -66,6 +66,10 @@ class DigitsConfig:
     """Images held out from denoiser / classifier training; endpoints are drawn from them."""
     methods: tuple[str, ...] = ALL_METHODS
     """Interpolation methods."""
+    ablations: tuple[str, ...] = ()
+    """GFM again with one setting changed, on the same models, pairs and noise draw, as rows
+    ``gfm@<spec>`` with paired differences to ``gfm`` (``field=value``, field one of sigma,
+    lam, residual; :mod:`geomopt.shapes._study`). The ``ablate`` preset runs a set of them."""
     seed: int = 0
     """First seed of the split, training, pairs and noise."""
     n_seeds: int = 3
@@ -103,6 +107,9 @@ def validate(cfg: DigitsConfig) -> None:
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
     check_names(cfg, "methods", ALL_METHODS)
+    from geomopt.shapes._study import check_ablations  # NumPy only
+
+    check_ablations(cfg)
 
 
 def _pairs(labels, n_pairs: int, seed: int):
@@ -270,6 +277,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     return figures
 
 
+_QUICK = DigitsConfig()
+
 EXPERIMENT = Experiment(
     name="gfm/digits",
     description="interpolation between real 8x8 digits of different classes with a pixel-space "
@@ -289,9 +298,16 @@ EXPERIMENT = Experiment(
             denoise_steps=3,
             n_test=40,
             methods=("gfm", "stein", "land", "slerp"),
+            ablations=("residual=hypersphere",),
             n_seeds=2,
         ),
-        "quick": DigitsConfig(),
+        "quick": _QUICK,
+        # the quick models (cached), GFM with one setting changed at a time, on the same pairs
+        "ablate": dataclasses.replace(
+            _QUICK,
+            methods=("gfm", "linear", "slerp"),
+            ablations=("sigma=0.25", "sigma=1", "lam=0", "lam=3", "residual=hypersphere"),
+        ),
         "paper": DigitsConfig(
             edm_width=512,
             edm_steps=50_000,
@@ -304,6 +320,8 @@ EXPERIMENT = Experiment(
     notes={
         "smoke": "tiny models, 4 of the 8 methods (each method compiles its own solver)",
         "quick": "CPU: 4000 EDM steps, 64 pairs x 3 seeds (670 s at load 4-5)",
+        "ablate": "the quick models and pairs: GFM at sigma 0.25 / 1, lambda 0 / 3, the "
+        "hypersphere residual, beside GFM, linear and SLERP",
         "paper": "larger denoiser, 100 pairs; for an accelerator",
     },
     run=run,

@@ -91,6 +91,10 @@ class ShapesConfig:
     """Points after farthest-point sampling (official 4,096)."""
     methods: tuple[str, ...] = ALL_METHODS
     """Interpolation methods."""
+    ablations: tuple[str, ...] = ()
+    """GFM again with one setting changed, on the same models, pairs and noise draw, as rows
+    ``gfm@<spec>`` with paired differences to ``gfm`` (``field=value``, field one of sigma,
+    lam, residual; :mod:`geomopt.shapes._study`). The ``ablate`` preset runs a set of them."""
     seed: int = 0
     """First seed of shapes, training, references, endpoint samples and noise."""
     n_seeds: int = 3
@@ -132,6 +136,9 @@ def validate(cfg: ShapesConfig) -> None:
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
     check_names(cfg, "methods", ALL_METHODS)
+    from geomopt.shapes._study import check_ablations  # NumPy only
+
+    check_ablations(cfg)
     if cfg.n_eval_points > cfg.n_surface:
         raise ValueError(
             f"n_eval_points={cfg.n_eval_points!r}: expected at most n_surface={cfg.n_surface} "
@@ -414,6 +421,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     return figures
 
 
+_QUICK = ShapesConfig()
+
 EXPERIMENT = Experiment(
     name="gfm/shapes",
     description="3-D shape interpolation in a learned latent: GFM vs baselines, official metrics "
@@ -444,10 +453,17 @@ EXPERIMENT = Experiment(
             n_surface=256,
             n_eval_points=64,
             methods=("gfm", "jacobian", "rbf", "linear"),
+            ablations=("lam=0",),
             n_seeds=2,
             family_fit_max=6,  # of 8 scored shapes per method: exercises the subset
         ),
-        "quick": ShapesConfig(),
+        "quick": _QUICK,
+        # the quick models (cached), GFM with one setting changed at a time, on the same pairs
+        "ablate": dataclasses.replace(
+            _QUICK,
+            methods=("gfm", "linear", "slerp"),
+            ablations=("sigma=0.15", "sigma=0.6", "lam=0", "lam=3", "residual=euclidean"),
+        ),
         "paper": ShapesConfig(
             n_shapes=4096,
             n_reference=512,
@@ -470,6 +486,8 @@ EXPERIMENT = Experiment(
     notes={
         "smoke": "tiny models, 4 of the 8 methods (each method compiles its own solver)",
         "quick": "CPU: 256 shapes, 32-d latent, 64 pairs x 3 seeds (not yet run at this size)",
+        "ablate": "the quick models and pairs: GFM at sigma 0.15 / 0.6, lambda 0 / 3, the "
+        "Euclidean residual, beside GFM, linear and SLERP",
         "paper": "the official evaluation sizes (200 pairs, 129^3 decode, 16,384 -> 4,096 points); "
         "larger models; for an accelerator",
     },

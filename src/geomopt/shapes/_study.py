@@ -9,6 +9,12 @@ and method. The headline is the mean over seeds of each declared metric with its
 t-interval over seeds (:func:`geomopt.stats.mean_ci`): ``method/metric``,
 ``method/metric/ci_lo``, ``method/metric/ci_hi``.
 
+**Ablations** (``cfg.ablations``, e.g. ``("sigma=0.15", "lam=0", "residual=euclidean")``):
+GFM again on every seed's trial with one setting changed -- the same models, endpoint pairs
+and noise draw (the noise is ``sigma * eps`` with one ``eps`` per seed) -- as rows
+``gfm@sigma=0.15`` etc., scored like the methods, plus the paired difference to the default
+``gfm`` row per seed: ``gfm@sigma=0.15/metric/minus_gfm`` with its 95 % interval over seeds.
+
 An experiment is a :class:`Study`: how to prepare a seed, how to score paths, which floors it
 has, which metrics go to the headline, and what to keep for its figures.
 """
@@ -24,8 +30,6 @@ import numpy as np
 
 from geomopt.stats import mean_ci
 
-from . import _interp as itp
-
 __all__ = [
     "Trial",
     "Study",
@@ -35,6 +39,10 @@ __all__ = [
     "fit_subset",
     "quality_ratio",
     "apply_quality_bar",
+    "ABLATABLE",
+    "parse_ablation",
+    "check_ablations",
+    "paired_differences",
 ]
 
 
@@ -135,6 +143,75 @@ def error_bars(headline: Mapping[str, float], rows, metric: str) -> np.ndarray:
     return np.nan_to_num(err, nan=0.0)
 
 
+ABLATION_BASE = "gfm"
+"""The method every ablation re-runs with one setting changed, and compares against."""
+
+ABLATABLE = ("sigma", "lam", "residual")
+"""Settings an ablation may change: the noise level, the potential weight, the residual."""
+
+_RESIDUALS = ("hypersphere", "euclidean")
+
+
+def parse_ablation(spec: str) -> tuple[str, float | str]:
+    """``"field=value"`` -> ``(field, value)`` for a field of :data:`ABLATABLE`: ``sigma``
+    (finite, > 0), ``lam`` (finite, >= 0), ``residual`` (``hypersphere`` / ``euclidean``);
+    a ``ValueError`` naming the spec and what was expected otherwise."""
+    field, sep, text = str(spec).partition("=")
+    field, text = field.strip(), text.strip()
+    if not sep or field not in ABLATABLE:
+        raise ValueError(
+            f"ablation {spec!r}: expected 'field=value' with field one of {', '.join(ABLATABLE)}"
+        )
+    if field == "residual":
+        if text not in _RESIDUALS:
+            raise ValueError(f"ablation {spec!r}: expected residual one of {', '.join(_RESIDUALS)}")
+        return field, text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    ok = math.isfinite(value) and (value > 0 if field == "sigma" else value >= 0)
+    if not ok:
+        what = "a finite number > 0" if field == "sigma" else "a finite number >= 0"
+        raise ValueError(f"ablation {spec!r}: expected {field} to be {what}")
+    return field, value
+
+
+def check_ablations(cfg: Any) -> None:
+    """Validate ``cfg.ablations`` (each :func:`parse_ablation`, no duplicates, ``gfm`` among
+    ``cfg.methods`` to compare with); one ``ValueError`` line on the first problem."""
+    specs = tuple(getattr(cfg, "ablations", ()))
+    for spec in specs:
+        parse_ablation(spec)
+    if len(set(specs)) != len(specs):
+        raise ValueError(f"ablations={specs!r}: expected no duplicates")
+    if specs and ABLATION_BASE not in cfg.methods:
+        raise ValueError(
+            f"ablations={specs!r}: expected {ABLATION_BASE!r} among methods={tuple(cfg.methods)!r} "
+            "(each ablation is compared with it on the same pairs)"
+        )
+
+
+def paired_differences(
+    per_seed: list[Mapping[str, Mapping[str, float]]], row: str, base: str, metrics: tuple
+) -> dict[str, float]:
+    """``{row/metric/minus_base: mean, .../ci_lo, .../ci_hi}``: per seed ``row`` minus
+    ``base`` (same pairs and models), its mean over seeds and 95 % t-interval; metrics missing
+    from either row are skipped, non-finite differences give NaN."""
+    out: dict[str, float] = {}
+    for k in metrics:
+        diffs = [float(r[row][k]) - float(r[base][k]) for r in per_seed
+                 if k in r.get(row, {}) and k in r.get(base, {})]  # fmt: skip
+        if not diffs:
+            continue
+        name = f"{row}/{k}/minus_{base}"
+        if all(math.isfinite(v) for v in diffs):
+            out[name], out[f"{name}/ci_lo"], out[f"{name}/ci_hi"] = mean_ci(diffs)
+        else:
+            out[name] = out[f"{name}/ci_lo"] = out[f"{name}/ci_hi"] = math.nan
+    return out
+
+
 def _mean_rows(per_seed: list[Mapping[str, Mapping[str, float]]]) -> dict[str, dict]:
     """Per row and metric, the mean over seeds of the finite values (NaN if none)."""
     table: dict[str, dict] = {}
@@ -148,24 +225,41 @@ def _mean_rows(per_seed: list[Mapping[str, Mapping[str, float]]]) -> dict[str, d
     return table
 
 
-def _one_seed(study: Study, methods: tuple[str, ...], settings: dict, seed: int, run: Any):
-    """Prepare, interpolate and score one seed; ``(rows, paths)``."""
+def _one_seed(
+    study: Study, methods: tuple[str, ...], settings: dict, seed: int, run: Any,
+    ablations: tuple[str, ...] = (),
+):  # fmt: skip
+    """Prepare, interpolate and score one seed (and its ablations, as rows
+    ``gfm@<spec>``); ``(trial, rows, paths)`` (``paths`` without the ablations)."""
+    from . import _interp as itp
+
     trial = study.prepare(seed)
-    bar = run.progress(total=len(methods), desc=f"seed {seed}: interpolate", unit="method")
-    paths = itp.interpolate_all(
-        trial.x0, trial.x1, denoiser=trial.denoiser, data=trial.data, methods=methods,
-        key=trial.key, **settings,
-        on_method=lambda m: (bar.set_description(f"seed {seed}: done {m}"), bar.update(1)),
-    )  # fmt: skip
+    total = len(methods) + len(ablations)
+    bar = run.progress(total=total, desc=f"seed {seed}: interpolate", unit="method")
+
+    def step(m):
+        bar.set_description(f"seed {seed}: done {m}")
+        bar.update(1)
+
+    common = {"denoiser": trial.denoiser, "data": trial.data, "key": trial.key}
+    paths = itp.interpolate_all(trial.x0, trial.x1, methods=methods, on_method=step,
+                                **common, **settings)  # fmt: skip
+    results = dict(paths)
+    for spec in ablations:
+        field, value = parse_ablation(spec)
+        changed = {**settings, field: value}
+        res = itp.interpolate_all(trial.x0, trial.x1, methods=(ABLATION_BASE,), **common,
+                                  **changed)  # fmt: skip
+        results[f"{ABLATION_BASE}@{spec}"] = res[ABLATION_BASE]
+        step(f"{ABLATION_BASE}@{spec}")
     bar.close()
     rows: dict[str, dict[str, float]] = {}
-    bar = run.progress(total=len(methods) + 1, desc=f"seed {seed}: score", unit="set")
+    bar = run.progress(total=total + 1, desc=f"seed {seed}: score", unit="set")
     for name, row in study.floors(trial).items():
         rows[name] = dict(row)
     bar.update(1)
-    for m in methods:
+    for m, res in results.items():
         bar.set_description(f"seed {seed}: score {m}")
-        res = paths[m]
         row = dict(study.score(trial, res["path"]))
         row["seconds"] = res["seconds"]
         if res["converged"] is not None:
@@ -181,27 +275,36 @@ def _one_seed(study: Study, methods: tuple[str, ...], settings: dict, seed: int,
 
 def run_study(study: Study, cfg: Any, run: Any) -> dict[str, float]:
     """Every seed of ``study`` with the methods and settings of ``cfg`` (fields ``methods``,
-    ``seed``, ``n_seeds`` and those of :class:`geomopt.shapes._interp.Settings`); logs a row
-    per seed and method (floors included) to ``run`` and returns the headline (module
-    docstring). ``run.details``: ``table`` (means over seeds), ``per_seed``, ``methods``,
-    ``seeds``."""
+    ``seed``, ``n_seeds``, optionally ``ablations``, and those of
+    :class:`geomopt.shapes._interp.Settings`); logs a row per seed and method (floors and
+    ablations included) to ``run`` and returns the headline (module docstring).
+    ``run.details``: ``table`` (means over seeds), ``per_seed``, ``methods``, ``ablations``
+    (row names), ``seeds``."""
+    from . import _interp as itp
+
+    check_ablations(cfg)
     settings = dataclasses.asdict(itp.Settings.of(cfg))
     methods = tuple(cfg.methods)
+    ablations = tuple(getattr(cfg, "ablations", ()))
+    ablation_rows = [f"{ABLATION_BASE}@{spec}" for spec in ablations]
     seeds = [cfg.seed + i for i in range(cfg.n_seeds)]
     per_seed: list[dict[str, dict[str, float]]] = []
     for seed in seeds:
-        trial, rows, paths = _one_seed(study, methods, settings, seed, run)
+        trial, rows, paths = _one_seed(study, methods, settings, seed, run, ablations)
         run.log_rows([{"seed": seed, "method": name, **row} for name, row in rows.items()])
         if seed == seeds[0]:
             study.keep(trial, paths)
         per_seed.append(rows)
-    keys = {m: study.headline for m in methods}
-    keys.update({name: study.floor_headline for name in per_seed[0] if name not in methods})
+    keys = {m: study.headline for m in (*methods, *ablation_rows)}
+    keys.update({name: study.floor_headline for name in per_seed[0] if name not in keys})
     headline, reasons = summarise(per_seed, keys)
+    for row in ablation_rows:
+        headline.update(paired_differences(per_seed, row, ABLATION_BASE, study.headline))
     for k, why in reasons.items():
         run.explain_nan(k, why)
     run.details["table"] = _mean_rows(per_seed)
     run.details["per_seed"] = per_seed
     run.details["methods"] = list(methods)
+    run.details["ablations"] = ablation_rows
     run.details["seeds"] = seeds
     return headline
