@@ -92,6 +92,10 @@ def test_ablations_rerun_gfm_on_the_same_trial_with_one_setting_changed(monkeypa
     assert head["gfm@lam=0/m/ci_hi"] - head["gfm@lam=0/m/ci_lo"] > 10
     assert head["gfm@lam=0/m/minus_gfm/ci_lo"] == pytest.approx(-10.0)
     assert run.details["ablations"] == [f"gfm@{a}" for a in cfg.ablations]
+    # GFM against every other method, paired per seed: gfm = 0.3 + 10 + key, slerp = -1
+    assert head["gfm/m/minus_slerp"] == pytest.approx(0.3 + 10 + 28 + 1)
+    assert head["gfm/m/minus_slerp/ci_hi"] > head["gfm/m/minus_slerp/ci_lo"]
+    assert "slerp/m/minus_gfm" not in head
     assert {r["method"] for r in run.rows} >= {"gfm", "slerp", "gfm@lam=0"}
 
 

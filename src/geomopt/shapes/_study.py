@@ -15,6 +15,10 @@ and noise draw (the noise is ``sigma * eps`` with one ``eps`` per seed) -- as ro
 ``gfm@sigma=0.15`` etc., scored like the methods, plus the paired difference to the default
 ``gfm`` row per seed: ``gfm@sigma=0.15/metric/minus_gfm`` with its 95 % interval over seeds.
 
+**GFM against each method**: when ``gfm`` runs, the headline also has its paired difference
+to every other method, ``gfm/metric/minus_<method>`` (per seed, same models and pairs) with
+its 95 % interval over seeds: the comparison the experiment is for.
+
 An experiment is a :class:`Study`: how to prepare a seed, how to score paths, which floors it
 has, which metrics go to the headline, and what to keep for its figures.
 """
@@ -300,6 +304,10 @@ def run_study(study: Study, cfg: Any, run: Any) -> dict[str, float]:
     headline, reasons = summarise(per_seed, keys)
     for row in ablation_rows:
         headline.update(paired_differences(per_seed, row, ABLATION_BASE, study.headline))
+    if ABLATION_BASE in methods:  # GFM against every other method on the same pairs
+        for m in methods:
+            if m != ABLATION_BASE:
+                headline.update(paired_differences(per_seed, ABLATION_BASE, m, study.headline))
     for k, why in reasons.items():
         run.explain_nan(k, why)
     run.details["table"] = _mean_rows(per_seed)
