@@ -96,6 +96,9 @@ def test_ablations_rerun_gfm_on_the_same_trial_with_one_setting_changed(monkeypa
     assert head["gfm/m/minus_slerp"] == pytest.approx(0.3 + 10 + 28 + 1)
     assert head["gfm/m/minus_slerp/ci_hi"] > head["gfm/m/minus_slerp/ci_lo"]
     assert "slerp/m/minus_gfm" not in head
+    # the design's power: a constant difference has no spread, a varying one a positive mde
+    assert head["gfm@lam=0/m/minus_gfm/mde80"] == pytest.approx(0.0, abs=1e-9)
+    assert head["gfm/m/minus_slerp/mde80"] > 0
     assert {r["method"] for r in run.rows} >= {"gfm", "slerp", "gfm@lam=0"}
 
 

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from geomopt.stats import mean_ci
+from geomopt.stats import mean_ci, min_detectable_effect
 
 __all__ = [
     "Trial",
@@ -199,9 +199,11 @@ def check_ablations(cfg: Any) -> None:
 def paired_differences(
     per_seed: list[Mapping[str, Mapping[str, float]]], row: str, base: str, metrics: tuple
 ) -> dict[str, float]:
-    """``{row/metric/minus_base: mean, .../ci_lo, .../ci_hi}``: per seed ``row`` minus
-    ``base`` (same pairs and models), its mean over seeds and 95 % t-interval; metrics missing
-    from either row are skipped, non-finite differences give NaN."""
+    """``{row/metric/minus_base: mean, .../ci_lo, .../ci_hi, .../mde80}``: per seed ``row``
+    minus ``base`` (same pairs and models), its mean over seeds, 95 % t-interval, and the
+    smallest true difference this many seeds detect with 80 % power at that spread
+    (:func:`geomopt.stats.min_detectable_effect`); metrics missing from either row are
+    skipped, non-finite differences give NaN."""
     out: dict[str, float] = {}
     for k in metrics:
         diffs = [float(r[row][k]) - float(r[base][k]) for r in per_seed
@@ -211,8 +213,11 @@ def paired_differences(
         name = f"{row}/{k}/minus_{base}"
         if all(math.isfinite(v) for v in diffs):
             out[name], out[f"{name}/ci_lo"], out[f"{name}/ci_hi"] = mean_ci(diffs)
+            sd = float(np.std(diffs, ddof=1)) if len(diffs) > 1 else math.nan
+            out[f"{name}/mde80"] = min_detectable_effect(sd, len(diffs))
         else:
             out[name] = out[f"{name}/ci_lo"] = out[f"{name}/ci_hi"] = math.nan
+            out[f"{name}/mde80"] = math.nan
     return out
 
 
