@@ -236,7 +236,8 @@ LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
     """``digits_strips.png`` (the frames of two pairs per method, first seed) and
-    ``digits_metrics.png`` (means over seeds with their 95 % intervals)."""
+    ``digits_metrics.png`` (per method and ablation (hatched): means over seeds with their
+    95 % intervals)."""
     import numpy as np
 
     from geomopt import plotting
@@ -264,15 +265,18 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     figures = [plotting.save(fig, figure_path(run_dir, out, "digits_strips"))]
 
     keys = ("PPL", "PDV", "FID", "quality")
-    fig, axes = plotting.figure(len(keys), 1, width=2.3, height=2.8)
-    x = np.arange(len(methods))
+    rows = methods + rec.details.get("ablations", [])  # bars: methods, then ablations
+    fig, axes = plotting.figure(len(keys), 1, width=2.3 + 0.15 * max(0, len(rows) - 8),
+                                height=2.8)  # fmt: skip
+    x = np.arange(len(rows))
     for ax, key in zip(np.asarray(axes).flat, keys, strict=True):
-        ax.bar(x, [table[m][key] for m in methods], yerr=error_bars(rec.headline, methods, key),
-               capsize=2, color=[plotting.color(m) for m in methods])  # fmt: skip
+        ax.bar(x, [table[m][key] for m in rows], yerr=error_bars(rec.headline, rows, key),
+               capsize=2, color=[plotting.color(m.split("@")[0]) for m in rows],
+               hatch=["//" if "@" in m else "" for m in rows])  # fmt: skip
         if key == "FID":
             ax.axhline(table["heldout"]["FID"], color="k", ls="--", lw=0.8, label="held-out")
             ax.legend(loc="best", fontsize=6)
-        ax.set_xticks(x, [LABELS.get(m, m) for m in methods], rotation=60, fontsize=7)
+        ax.set_xticks(x, [LABELS.get(m, m) for m in rows], rotation=60, fontsize=7)
         ax.set_title(key + (" (higher better)" if key == "quality" else " (lower better)"),
                      fontsize=8)  # fmt: skip
     figures.append(plotting.save(fig, figure_path(run_dir, out, "digits_metrics")))

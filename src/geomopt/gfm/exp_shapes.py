@@ -365,8 +365,8 @@ LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``shapes_metrics.png`` (CD, HD, F@0.1, COV, family distance per method: means over
-    seeds with their 95 % intervals) and
+    """``shapes_metrics.png`` (CD, HD, F@0.1, COV, family distance per method and ablation
+    (hatched): means over seeds with their 95 % intervals) and
     ``shapes_strips.png`` (decoded waypoints of pair 0 per method)."""
     import numpy as np
 
@@ -377,13 +377,16 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     rec = read_run(run_dir)
     table = rec.details["table"]
     methods = rec.details["methods"]
+    rows = methods + rec.details.get("ablations", [])  # bars: methods, then ablations
     keys = ("CD", "HD", "F@0.1", "COV", "family_dist")
-    fig, axes = plotting.figure(len(keys), 1, width=2.3, height=2.8)
-    x = np.arange(len(methods))
+    fig, axes = plotting.figure(len(keys), 1, width=2.3 + 0.15 * max(0, len(rows) - 8),
+                                height=2.8)  # fmt: skip
+    x = np.arange(len(rows))
     for ax, k in zip(np.asarray(axes).flat, keys, strict=True):
-        vals = [table[m][k] for m in methods]
-        ax.bar(x, vals, yerr=error_bars(rec.headline, methods, k), capsize=2,
-               color=[plotting.color(m) for m in methods])  # fmt: skip
+        vals = [table[m][k] for m in rows]
+        ax.bar(x, vals, yerr=error_bars(rec.headline, rows, k), capsize=2,
+               color=[plotting.color(m.split("@")[0]) for m in rows],
+               hatch=["//" if "@" in m else "" for m in rows])  # fmt: skip
         if k == "family_dist":
             for ref, ls in (("reconstruction", "--"), ("endpoints", ":")):
                 ax.axhline(table[ref][k], color="k", ls=ls, lw=0.8, label=ref)
@@ -391,7 +394,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             if np.isfinite(top).any():  # room for the legend above the bars
                 ax.set_ylim(0, 1.4 * np.nanmax(top))
             ax.legend(loc="upper left", fontsize=6, ncols=2)
-        ax.set_xticks(x, [LABELS.get(m, m) for m in methods], rotation=60, fontsize=7)
+        ax.set_xticks(x, [LABELS.get(m, m) for m in rows], rotation=60, fontsize=7)
         ax.set_title(k + (" (lower better)" if k in ("CD", "HD", "family_dist") else ""),
                      fontsize=8)  # fmt: skip
     figures = [plotting.save(fig, figure_path(run_dir, out, "shapes_metrics"))]
