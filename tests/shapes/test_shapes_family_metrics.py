@@ -79,3 +79,24 @@ def test_set_metrics_on_a_known_matrix():
     assert met.set_metrics(dist[:1] ** 2)["COV"] == 0.5
     with pytest.raises(ValueError, match="non-negative"):
         met.set_metrics(-(dist**2))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_sdf_decoder_starts_inside_the_clamp_band(seed):
+    """With the default output init, the quick preset's seed 2 (this key path: the experiment's
+    autoencoder key, then train_autoencoder's init key) started with f > delta at every query,
+    where the clamped loss has no gradient, and decoded nothing; every seed must start inside
+    the band."""
+    import jax
+
+    from geomopt.shapes import _model as mdl
+
+    k_ae, _ = jax.random.split(jax.random.key(seed))
+    k_init, _ = jax.random.split(k_ae)
+    cfg = mdl.AEConfig(latent_dim=32, width=96)
+    ae = mdl.ShapeAutoencoder(cfg, key=k_init)
+    data = mdl.shape_training_data(fam.random_shapes(4, seed), n_cloud=128, n_query=128,
+                                   mesh_res=16, seed=seed)  # fmt: skip
+    z = jax.vmap(ae.encoder)(data["clouds"])
+    f = jax.vmap(lambda zz, qq: jax.vmap(lambda x: ae.decoder(zz, x))(qq))(z, data["queries"])
+    assert np.abs(np.asarray(f)).max() < cfg.clamp

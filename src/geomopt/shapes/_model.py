@@ -130,6 +130,11 @@ class PointEncoder(eqx.Module):
         return h
 
 
+OUTPUT_INIT_SCALE = 0.01
+"""Factor on the SDF decoder's initial output weights (bias 0), so training starts inside the
+clamp band of its loss."""
+
+
 class SDFDecoder(eqx.Module):
     """``f(z, x)``: signed distance at one point ``x (3,)`` of the shape with latent ``z``."""
 
@@ -138,7 +143,14 @@ class SDFDecoder(eqx.Module):
 
     def __init__(self, latent_dim: int, width: int, depth: int, n_freq: int, *, key):
         n_in = latent_dim + 3 + 6 * n_freq
-        self.layers = _mlp_sizes((n_in,) + (width,) * depth + (1,), key)
+        layers = _mlp_sizes((n_in,) + (width,) * depth + (1,), key)
+        # The output starts near 0, inside the clamp band of the DeepSDF loss: with the default
+        # init some seeds start with |f| > delta at every query, where the clamped loss has no
+        # gradient, and never learn (quick preset, seed 2: nothing decoded).
+        last = layers[-1]
+        new = (OUTPUT_INIT_SCALE * last.weight, jnp.zeros_like(last.bias))
+        last = eqx.tree_at(lambda lin: (lin.weight, lin.bias), last, new)
+        self.layers = (*layers[:-1], last)
         self.freqs = jnp.pi * 2.0 ** jnp.arange(n_freq)
 
     def __call__(self, z, x):
