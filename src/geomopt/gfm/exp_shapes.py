@@ -157,9 +157,15 @@ def validate(cfg: ShapesConfig) -> None:
 
 
 def _model_key(cfg: ShapesConfig, seed: int) -> dict:
+    """What the cached models of ``seed`` depend on: the data and training fields, and the
+    decoder's output init (models cached before it changed decoded nothing on some seeds and
+    must not be reused)."""
+    from geomopt.shapes._model import OUTPUT_INIT_SCALE
+
     keys = ("n_shapes", "mesh_res", "n_cloud", "n_query", "latent_dim", "ae_width", "ae_steps",
             "ae_batch", "edm_width", "edm_steps")  # fmt: skip
-    return {**{k: getattr(cfg, k) for k in keys}, "seed": seed}
+    return {**{k: getattr(cfg, k) for k in keys}, "seed": seed,
+            "decoder_init_scale": OUTPUT_INIT_SCALE}  # fmt: skip
 
 
 def _models(cfg: ShapesConfig, run: Run, seed: int):
