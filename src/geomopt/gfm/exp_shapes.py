@@ -514,5 +514,5 @@ EXPERIMENT = Experiment(
         "quality/ok",
     ),
     # quick: measured at load ~3 with training (README_latent.md)
-    seconds={"quick": 970.0},
+    seconds={"smoke": 40.0, "quick": 970.0, "ablate": 960.0},
 )
