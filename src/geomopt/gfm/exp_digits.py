@@ -345,7 +345,6 @@ EXPERIMENT = Experiment(
         "gfm/PPL",
         "gfm/quality",
     ),
-    # quick: 232 s measured with the denoisers cached, which a fresh run trains first
-    # (README_latent.md), so no cold-start figure is claimed here
+    # measured cold (denoisers trained in the run) on the 2-core machine (README_latent.md)
     seconds={"smoke": 39.0, "quick": 453.0},
 )

@@ -513,6 +513,7 @@ EXPERIMENT = Experiment(
         "quality/sample_ratio",
         "quality/ok",
     ),
-    # quick: measured at load ~3 with training (README_latent.md)
+    # smoke, quick: measured with training at load ~3; ablate: estimated from its per-seed
+    # times alone (the whole run measured 1,536 s with another job beside it; README_latent.md)
     seconds={"smoke": 40.0, "quick": 970.0, "ablate": 960.0},
 )
