@@ -88,9 +88,10 @@ def test_small_cholesky_matches_lapack_and_marks_non_spd_blocks(d):
 def _solver_jaxpr(score, metric, x0, x1, n_points, mode="vmap"):
     batched = x0.ndim == 2
     kind = "euclidean" if metric is None else "metric"
-    cfg = (kind, "lm", True, n_points, batched, False, (), "float64", mode if batched else "single")
+    cfg = (kind, "lm", True, n_points, batched, False, (), "float64",
+           mode if batched else "single", False)  # fmt: skip
     fn, dynamic = _compiled._get_solver(score, metric, cfg)
-    hyper = np.array([1.0, 1e-8, 0.05, 10.0, 1e-8])
+    hyper = np.array([1.0, 1e-8, 0.05, 10.0, 1e-8, 1.0])
     return str(jax.make_jaxpr(fn)(x0, x1, None, dynamic, hyper, np.asarray(50)))
 
 

@@ -10,7 +10,9 @@ Public API:
   diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself.
 - initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
   :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
-- validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`.
+- validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`,
+  :func:`support_profile` (the support check every :func:`solve` report carries:
+  ``report.on_support``, threshold :data:`DEFAULT_SUPPORT_THRESHOLD`).
 - prior metrics: :class:`Euclidean`, :class:`Conformal`, :class:`Diagonal`,
   :class:`TorusMetric`, :class:`HalfPlane`, :class:`SphereCoordinates`.
 - residuals: :func:`local_residual`, :func:`path_residuals`, :func:`residual_norm`.
@@ -73,6 +75,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "path_residuals",
             "residual_norm",
         ],
+        "_support": ["DEFAULT_SUPPORT_THRESHOLD", "support_points", "support_profile"],
         "_status": [
             "REASONS",
             "STATUS_OF_CODE",

@@ -1,8 +1,9 @@
 """The banded backend of :func:`geomopt.gfm.solve`: one cached ``jax.jit`` executable per static
 configuration that builds the straight-line start, runs the method (``"lm"``, ``"adam"``, or
-``"action"``: the action descent handing over to LM) over every pair, and measures the initial
-path's validity (the metric at every waypoint, the score where needed), with its outputs
-fetched in one transfer.
+``"action"``: the action descent handing over to LM) over every pair, measures the initial
+path's validity (the metric at every waypoint, the score where needed) and the solved path's
+support check (:mod:`._support`: the score at the waypoints and segment midpoints, ``sigma``
+traced), with its outputs fetched in one transfer.
 
 The jitted function is cached per static configuration (the non-array parts of ``score`` /
 ``metric``, residual kind, method, shapes); the array leaves of ``score`` / ``metric`` (e.g.
@@ -29,6 +30,7 @@ from ._minimise import minimise_path
 from ._residuals import local_residual
 from ._solver import iterate
 from ._status import CONVERGED_CODES, SolveReport
+from ._support import profile_stats, support_profile
 
 __all__ = ["solve_banded"]
 
@@ -158,7 +160,7 @@ def _split_callables(score, metric):
 
 def _compile(treedef, static, cfg):
     """The jitted solve for one static configuration ``cfg``."""
-    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype, batch = cfg
+    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype, batch, support = cfg
 
     def run(x0, x1, init, dynamic, hyper, max_iters):
         it = iter(dynamic)
@@ -168,13 +170,18 @@ def _compile(treedef, static, cfg):
         path0 = init if has_init else straight_line(x0, x1, n_points)
         if not batched:
             path0 = path0[None]
-        lam, tol, lr, clip, eps = hyper
+        lam, tol, lr, clip, eps, support_sigma = hyper
         (path, res, its, code, (bad_it, bad_wp)), ok_score, metric_measures = _gfm_core(
             path0, lam, tol, max_iters, (lr, clip, eps), score, metric, kind, method, score_grad,
             lm_opts, batch,
         )  # fmt: skip
         converged = jnp.any(code[:, None] == jnp.asarray(CONVERGED_CODES)[None], axis=1)
-        stats = (res, its, code, converged, ok_score, bad_it, bad_wp, *metric_measures)
+        if support:  # one batched score evaluation at the 2K - 1 waypoints and midpoints
+            peak, where = profile_stats(support_profile(path, score, support_sigma))
+        else:
+            peak = where = jnp.zeros(path.shape[:1], path.dtype)
+        stats = (res, its, code, converged, ok_score, bad_it, bad_wp, peak, where,
+                 *metric_measures)  # fmt: skip
         return (path if batched else path[0]), stats
 
     return jax.jit(run)
@@ -222,31 +229,36 @@ def _get_solver(score, metric, cfg):
 
 
 def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, method, score_grad,
-                 n_points, lm_opts, batch, hyper, max_iters):  # fmt: skip
+                 n_points, lm_opts, batch, hyper, max_iters, support_sigma=None):  # fmt: skip
     """Run the cached jitted solve of this configuration (inputs checked by the front:
     ``x0n`` / ``x1n`` / ``init`` are NumPy, ``x0`` / ``x1`` the caller's arrays, passed through
-    untouched when they are device arrays of the right dtype); returns ``(path, report)``."""
+    untouched when they are device arrays of the right dtype); returns ``(path, report,
+    support)`` with ``support = (max, argmax)`` of the support profile per pair at
+    ``support_sigma`` (``None`` when ``support_sigma`` is ``None``)."""
     dtype = x0n.dtype
     batched = x0n.ndim == 2
     if score_grad is None:
         score_grad = method != "adam"
     cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
-           _dtype_name(dtype), _batch_mode(batch, method) if batched else "single")  # fmt: skip
+           _dtype_name(dtype), _batch_mode(batch, method) if batched else "single",
+           support_sigma is not None)  # fmt: skip
     fn, dynamic = _get_solver(score, metric, cfg)
+    hyper = (*hyper, 1.0 if support_sigma is None else support_sigma)
     a0 = x0 if isinstance(x0, jax.Array) and x0.dtype == dtype else x0n
     a1 = x1 if isinstance(x1, jax.Array) and x1.dtype == dtype else x1n
     t0 = time.perf_counter()
     path, stats = fn(a0, a1, init, dynamic, np.array(hyper, dtype=dtype), np.asarray(max_iters))
     path.block_until_ready()
-    res, its, code, converged, ok_score, bad_it, bad_wp, asym, scale, ok_chol = _to_host(stats)
+    (res, its, code, converged, ok_score, bad_it, bad_wp, peak, where, asym, scale,
+     ok_chol) = _to_host(stats)  # fmt: skip
     wall = time.perf_counter() - t0
     if kind == "metric":
         path0 = lambda: straight_line(x0n, x1n, n_points) if init is None else init  # noqa: E731
         raise_on_bad_metric(asym, scale, ok_chol, path0, metric, batched)
     raise_on_bad_score(ok_score, batched)
     if not batched:
-        res, its, code, converged, bad_it, bad_wp = (a[0] for a in (res, its, code, converged,
-                                                                    bad_it, bad_wp))  # fmt: skip
+        res, its, code, converged, bad_it, bad_wp, peak, where = (
+            a[0] for a in (res, its, code, converged, bad_it, bad_wp, peak, where))  # fmt: skip
     report = SolveReport(
         iterations=its,
         residual=res,
@@ -257,7 +269,7 @@ def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, method, score_g
         bad_iteration=bad_it,
         bad_waypoint=bad_wp,
     )
-    return path, report
+    return path, report, (None if support_sigma is None else (peak, where))
 
 
 def _batch_mode(batch: str, method: str) -> str:

@@ -87,6 +87,18 @@ class SolveReport:
         bad_iteration, bad_waypoint: for a solve that diverged (code 6), the iteration at which
             the path or residual became non-finite and the first offending waypoint; -1
             otherwise (and ``None`` where a solver does not track them).
+        on_support: whether the path stayed on the model's data support, from the score alone
+            (:mod:`geomopt.gfm._support`): ``support_max <= support_threshold``. ``None`` when
+            the check could not run (no score, or a score whose noise level is unknown:
+            ``support_note`` says which); never a silent ``True``. Independent of
+            ``converged``: a converged path can leave the support, and :attr:`reason` says so.
+        support_max: the largest ``sigma |s(x)|`` (Tweedie's ``|D(x, sigma) - x|`` in units of
+            ``sigma``) over the waypoints and segment midpoints of the returned path.
+        support_where: where that largest value is, an index into the waypoints and midpoints
+            interleaved (even ``2i``: waypoint ``i``; odd ``2i + 1``: the midpoint of waypoints
+            ``i`` and ``i + 1``).
+        support_sigma, support_threshold: the noise level and the threshold (units of sigma)
+            the check used; ``support_note``: why the check did not run (``None`` if it ran).
     """
 
     iterations: np.ndarray
@@ -100,6 +112,12 @@ class SolveReport:
     tol: float | None = None
     lam: float | None = None
     n_points: int | None = None
+    on_support: np.ndarray | None = None
+    support_max: np.ndarray | None = None
+    support_where: np.ndarray | None = None
+    support_sigma: float | None = None
+    support_threshold: float | None = None
+    support_note: str | None = None
 
     @property
     def status(self):
@@ -112,21 +130,59 @@ class SolveReport:
             out[i] = STATUS_OF_CODE[int(c)]
         return out
 
-    def _reason(self, code, bad_it, bad_wp) -> str:
+    @property
+    def support(self):
+        """``"on"`` / ``"off"`` (the path left the model's data support) / ``"unknown"`` (the
+        check could not run: :attr:`support_note`); a list for a batch."""
+        codes = np.asarray(self.code)
+        if self.on_support is None:
+            words = ["unknown"] * codes.size
+        else:
+            words = ["on" if b else "off" for b in np.asarray(self.on_support).ravel()]
+        return words[0] if codes.ndim == 0 else words
+
+    def _reason(self, code, bad_it, bad_wp, on, peak, where) -> str:
         text = REASONS[int(code)]
         if int(code) == 6 and bad_it is not None and int(bad_it) >= 0:
             text += f" [iteration {int(bad_it)}, waypoint {int(bad_wp)}]"
+        if on is None:
+            return text + f"; support not checked ({self.support_note})"
+        if not on:
+            from ._support import describe_support_point
+
+            lead = "; but" if int(code) in CONVERGED_CODES else ";"
+            text += (
+                f"{lead} OFF THE DATA SUPPORT: sigma |s(x)| = {float(peak):.3g} > "
+                f"{self.support_threshold:g} at {describe_support_point(where)} "
+                f"(sigma {self.support_sigma:g})"
+            )
         return text
 
     @property
     def reason(self):
-        """Human-readable reason(s) for stopping."""
+        """Human-readable reason(s) for stopping, and whether the path left the data support
+        (``"...; but OFF THE DATA SUPPORT: ..."`` for a converged path that left it)."""
         codes = np.asarray(self.code)
         n = codes.size
-        its = [None] * n if self.bad_iteration is None else np.asarray(self.bad_iteration).ravel()
-        wps = [None] * n if self.bad_waypoint is None else np.asarray(self.bad_waypoint).ravel()
-        texts = [self._reason(c, i, w) for c, i, w in zip(codes.ravel(), its, wps, strict=True)]
+
+        def per_pair(a):
+            return [None] * n if a is None else list(np.asarray(a).ravel())
+
+        cols = zip(codes.ravel(), per_pair(self.bad_iteration), per_pair(self.bad_waypoint),
+                   per_pair(self.on_support), per_pair(self.support_max),
+                   per_pair(self.support_where), strict=True)  # fmt: skip
+        texts = [self._reason(*c) for c in cols]
         return texts[0] if codes.ndim == 0 else texts
+
+    def __str__(self) -> str:
+        """One line per pair: support (on / off / unknown) and :attr:`reason`."""
+        support, reason = self.support, self.reason
+        if np.ndim(self.code) == 0:
+            return f"[support {support}] {reason}"
+        return "\n".join(
+            f"pair {i} [support {su}] {r}"
+            for i, (su, r) in enumerate(zip(support, reason, strict=True))
+        )
 
     def __getitem__(self, i) -> SolveReport:
         """The report of pair ``i`` of a batched solve."""
@@ -143,6 +199,12 @@ class SolveReport:
             self.tol,
             self.lam,
             self.n_points,
+            pick(self.on_support),
+            pick(self.support_max),
+            pick(self.support_where),
+            self.support_sigma,
+            self.support_threshold,
+            self.support_note,
         )
 
 

@@ -43,6 +43,7 @@ from ._checks import check_endpoints, positive
 from ._init import check_great_circle, straight_line
 from ._minimise import METHODS, minimise_path
 from ._status import SolveReport
+from ._support import DEFAULT_SUPPORT_THRESHOLD, check_paths, resolve_support_sigma
 
 __all__ = [
     "linear",
@@ -249,6 +250,9 @@ def minimise_energy(
     init=None,
     lr=0.05,
     clip=10.0,
+    score: Callable | None = None,
+    support_sigma=None,
+    support_threshold=None,
 ):
     """Minimise ``energy`` over paths from ``x0`` to ``x1`` (``(d,)`` or a batch ``(B, d)``).
 
@@ -257,6 +261,9 @@ def minimise_energy(
     stall, or after ``max_iters`` (default 200 for lm, 1501 for adam). Returns
     ``(path, report)`` like :func:`geomopt.gfm.solve`; ``report.residual`` is
     ``sqrt(mean_i |e_i|^2)`` and "stalled" (code 3) counts as converged for an energy.
+    With a ``score`` (the energy itself is opaque) the report carries the support check of
+    :func:`geomopt.gfm.solve` (``support_sigma`` / ``support_threshold`` as there); without
+    one, ``report.support`` is ``"unknown"``.
     """
     x0, x1 = check_endpoints(x0, x1, n_points)
     if method not in METHODS:
@@ -285,6 +292,9 @@ def minimise_energy(
     )
     path = jax.block_until_ready(path)
     code = np.asarray(code)
+    sigma, note = resolve_support_sigma(score, support_sigma)
+    threshold = float(positive("support_threshold", DEFAULT_SUPPORT_THRESHOLD
+                               if support_threshold is None else support_threshold))  # fmt: skip
     report = SolveReport(
         iterations=np.asarray(its),
         residual=np.asarray(res),
@@ -292,6 +302,7 @@ def minimise_energy(
         code=code,
         wall_time=time.perf_counter() - t0,
         method=method,
+        **check_paths(path, score, sigma, threshold, note),
     )
     if not batched:
         return path[0], report[0]
