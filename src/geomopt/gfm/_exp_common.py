@@ -18,7 +18,8 @@ def check_common(cfg) -> None:
                           if hasattr(cfg, n)))  # fmt: skip
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "gfm_solver", ("default", "action", "lm"))
-    check_one_of(cfg, "potential", ("trained", "analytic"))
+    if hasattr(cfg, "potential"):
+        check_one_of(cfg, "potential", ("trained", "analytic"))
     check_ints(cfg, "n_pairs")
     check_ints(cfg, "pair_seed", minimum=0)
     check_ints(cfg, "n_points", minimum=4)

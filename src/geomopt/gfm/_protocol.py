@@ -128,7 +128,8 @@ def solve_method(
     solver: str = "default",
 ) -> dict:
     """Solve all pairs with one method; returns ``paths`` (B, K, d), per-pair ``status``,
-    ``code``, ``iterations`` and the whole batch's ``seconds`` (compilation included).
+    ``code``, ``iterations``, the whole batch's ``seconds`` (compilation included) and, for
+    ``"gfm"`` / ``"gfm_adam"``, the solve's ``report`` (its support check; ``None`` otherwise).
 
     ``init`` applies to GFM (the baselines start where the official code starts them);
     ``fitted`` holds the fitted ``rbf`` / ``land`` metrics; ``adam`` overrides the official
@@ -138,6 +139,7 @@ def solve_method(
     b = len(x0)
     score = ScoreAt(model, sigma)
     t0 = time.perf_counter()
+    rep = None
     if method in ("gfm", "gfm_adam"):
         path0 = initial_paths(init, x0, x1, n_points, model=model)
         if solver not in SOLVERS:
@@ -149,6 +151,7 @@ def solve_method(
         try:
             paths, rep = solve(x0, x1, score=score, lam=lam, n_points=n_points, init=path0, **kw)
         except ValueError:  # a non-finite score on the initial path
+            rep = None
             paths = np.full((b, n_points, x0.shape[-1]), np.nan)
             codes, its = np.full(b, 2), np.zeros(b, int)
         else:
@@ -183,6 +186,7 @@ def solve_method(
         code=np.asarray(codes),
         iterations=np.asarray(its),
         seconds=time.perf_counter() - t0,
+        report=rep,
     )
 
 
