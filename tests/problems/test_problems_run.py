@@ -92,6 +92,23 @@ def test_steps_to_reach_is_the_first_average_crossing():
     assert running[T - 1] <= 0.4 < running[T - 2]
 
 
+def test_seed_curves_give_the_complexity_and_overshoot_runs_on():
+    probs = pr.stack_problems([pr.fixed_curvature_instance(20, 0.05, 0.5, reduced=True,
+                                                           levels=2)])  # fmt: skip
+    keys = jax.random.split(jax.random.key(0), 4)
+    res = pr.steps_to_reach(probs, "sgd", [0.3, 1.0], keys, 0.4, max_steps=10_000)
+    more = pr.steps_to_reach(probs, "sgd", [0.3, 1.0], keys, 0.4, max_steps=10_000, overshoot=3)
+    assert res["seed_curves"].shape == (*res["curves"].shape, 4)
+    np.testing.assert_allclose(res["seed_curves"].mean(-1), res["curves"], rtol=1e-6)
+    first, best = pr.complexity_from_curves(res["curves"], res["checkpoints"], 0.4)
+    assert res["checkpoints"][first[0]] == res["complexity"][0]
+    assert [0.3, 1.0][best[0]] == res["best_lr"][0]
+    assert more["complexity"][0] == res["complexity"][0]
+    assert more["steps_run"] >= 3 * res["complexity"][0] > res["steps_run"]
+    with pytest.raises(ValueError, match="overshoot"):
+        pr.steps_to_reach(probs, "sgd", [0.3], keys, 0.4, max_steps=10, overshoot=0.5)
+
+
 @pytest.mark.parametrize("lrs", [[-0.1], [float("nan")], [0.1, float("inf")], [], [0.0]])
 def test_bad_step_sizes_raise(lrs):
     keys = jax.random.split(jax.random.key(0), 1)

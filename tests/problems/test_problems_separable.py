@@ -86,6 +86,25 @@ def test_logcosh_is_stable_for_large_arguments():
     assert float(prob.grad(x)[0]) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("reduced", [False, True])
+def test_fixed_curvature_instance_changes_only_the_noise(reduced):
+    for d in (10, 200):
+        base = pr.fixed_curvature_instance(d, 1.0, 0.0, reduced=reduced, levels=4)
+        assert float(base.sigma_l1) == 0.0
+        for phi in (1.0 / d, 0.1, 1.0):
+            p = pr.fixed_curvature_instance(d, phi, 3.0, reduced=reduced, levels=4)
+            np.testing.assert_array_equal(p.L, base.L)  # the same quadratic for every noise
+            np.testing.assert_array_equal(p.x0, base.x0)
+            assert float(p.sigma_l1) == pytest.approx(3.0, rel=1e-5)
+            assert float(p.phi) == pytest.approx(phi, rel=1e-4)
+            assert float(p.l_inf) == pytest.approx(1.0, rel=1e-5)
+            assert float(p.delta) == pytest.approx(0.5, rel=1e-5)
+            assert int(np.argmax(p.sigma)) == 0 and float(p.L[0]) == float(p.L.max())
+        # the stiff coordinate is sgd_hard_instance(d, 1)'s
+        np.testing.assert_allclose(base.L, pr.sgd_hard_instance(d, 1, 0.0, reduced=reduced,
+                                                                levels=4).L)  # fmt: skip
+
+
 def test_sgd_hard_instance_keeps_the_invariants_fixed():
     for d, s in ((10, 1), (10, 10), (1000, 1), (1000, 37), (100_000, 1)):
         for reduced in (False, True) if d <= 1000 else (True,):

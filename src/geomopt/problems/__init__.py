@@ -36,6 +36,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "run_trajectories",
             "stack_problems",
             "steps_to_reach",
+            "complexity_from_curves",
         ],
         "_separable": [
             "SeparableProblem",
@@ -47,6 +48,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "sample_noise",
             "separable_problem",
             "sgd_hard_instance",
+            "fixed_curvature_instance",
             "sigma_with_phi",
             "sparse_sigma",
         ],

@@ -48,6 +48,7 @@ __all__ = [
     "stack_problems",
     "check_step_sizes",
     "geometric_checkpoints",
+    "complexity_from_curves",
 ]
 
 OPTIMIZERS = ("sgd", "signsgd", "signum", "muon_svd", "muon_ns")
@@ -252,8 +253,8 @@ def _advance_batch(problems, lrs, keys, carry, t0, n, *, factory):
         return _advance(problem, factory, lr, key, c, t0_, n_)
 
     carry = _vmap_pgs(one)(problems, lrs, keys, carry, t0, n)
-    # running average over the iterates x_0 .. x_{t-1}, then the mean over seeds
-    return carry, jnp.mean(carry[2], axis=-1) / (t0 + n).astype(carry[2].dtype)
+    # running average over the iterates x_0 .. x_{t-1}, per seed (P, G, S)
+    return carry, carry[2] / (t0 + n).astype(carry[2].dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("factory",))
@@ -274,6 +275,21 @@ def geometric_checkpoints(max_steps: int, per_decade: int = 20) -> np.ndarray:
     return t
 
 
+def complexity_from_curves(curves, checkpoints, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, best)`` of the first checkpoint at which some step size's curve is ``<= eps``:
+    ``curves`` (K, P, G) (seed means of the iterate averages) -> per problem the checkpoint index
+    (-1 if never) and the step-size index reaching the lowest value there (-1 if never)."""
+    curves = np.asarray(curves)
+    hit = curves <= eps  # (K, P, G)
+    any_hit = hit.any(axis=-1)  # (K, P)
+    first = np.where(any_hit.any(axis=0), np.argmax(any_hit, axis=0), -1)
+    best = np.full(first.shape, -1)
+    for p, k in enumerate(first):
+        if k >= 0:
+            best[p] = int(np.argmin(np.where(hit[k, p], curves[k, p], np.inf)))
+    return first, best
+
+
 def steps_to_reach(
     problems,
     name: str | Factory,
@@ -284,6 +300,7 @@ def steps_to_reach(
     max_steps: int,
     per_decade: int = 20,
     momentum: float = 0.9,
+    overshoot: float = 1.0,
 ) -> dict[str, np.ndarray]:
     """Gradient evaluations ``T`` until ``(1/T) sum_{t<T} E||grad f(x_t)||  <= eps`` for the
     best step size.
@@ -294,16 +311,20 @@ def steps_to_reach(
     a lucky fluctuation. For every problem p the complexity is the first checkpoint ``T``
     (geometric grid, about ``per_decade`` per decade, so it is resolved to ``10^(1/per_decade)``)
     at which some step size ``lr_g`` meets it; equivalently ``min_g T_eps(lr_g)``. Problems
-    that never get there within ``max_steps`` are censored
-    (complexity -1). The run stops early once every problem has reached ``eps``.
+    that never get there within ``max_steps`` are censored (complexity -1). The run stops once
+    every problem has reached ``eps`` and the step count is ``overshoot`` times the largest
+    complexity (``overshoot > 1`` keeps going so that resamples of the seeds, which cross later,
+    can be measured too: :func:`complexity_from_curves` on ``seed_curves``).
 
     Returns numpy arrays: ``complexity`` (P,), ``best_lr`` (P,) (nan if censored),
     ``checkpoints`` (K,), ``curves`` (K, P, G) the iterate-and-seed averages at the checkpoints
-    visited, and
+    visited, ``seed_curves`` (K, P, G, S) the iterate averages of every seed, and
     ``steps_run`` (total steps simulated per run).
     """
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps={eps!r}: expected a finite number > 0")
+    if not (isinstance(overshoot, (int, float)) and math.isfinite(overshoot) and overshoot >= 1):
+        raise ValueError(f"overshoot={overshoot!r}: expected a finite number >= 1")
     factory = optimizer_factory(name, momentum)
     lrs = check_step_sizes(lrs, _n_problems(problems))
     lrs_np = np.asarray(lrs)
@@ -312,11 +333,11 @@ def steps_to_reach(
     P = jax.tree.leaves(problems)[0].shape[0]
     complexity = np.full(P, -1, dtype=np.int64)
     best_lr = np.full(P, np.nan)
-    curves, visited = [], []
+    curves, seed_curves, visited = [], [], []
     t_prev = 0
     for t in geometric_checkpoints(max_steps, per_decade):
         n = int(t - t_prev)
-        carry, means = _advance_batch(
+        carry, per_seed = _advance_batch(
             problems,
             lrs,
             keys,
@@ -325,21 +346,24 @@ def steps_to_reach(
             jnp.asarray(n, jnp.int32),
             factory=factory,
         )
-        means = np.asarray(means)
+        per_seed = np.asarray(per_seed)
+        means = per_seed.mean(axis=-1)
         t_prev = int(t)
         curves.append(means)
+        seed_curves.append(per_seed)
         visited.append(t_prev)
         hit = means <= eps
         for p in range(P):
             if complexity[p] < 0 and hit[p].any():
                 complexity[p] = t_prev
                 best_lr[p] = lrs_np[p, np.argmin(np.where(hit[p], means[p], np.inf))]
-        if np.all(complexity >= 0):
+        if np.all(complexity >= 0) and t_prev >= overshoot * complexity.max():
             break
     return {
         "complexity": complexity,
         "best_lr": best_lr,
         "checkpoints": np.asarray(visited),
         "curves": np.stack(curves),
+        "seed_curves": np.stack(seed_curves),
         "steps_run": np.int64(t_prev),
     }

@@ -46,6 +46,7 @@ __all__ = [
     "matched_l1_pair",
     "sigma_with_phi",
     "sgd_hard_instance",
+    "fixed_curvature_instance",
     "sample_noise",
     "KINDS",
     "NOISES",
@@ -354,3 +355,53 @@ def sgd_hard_instance(
     return separable_problem(
         L, sigma, c * shape, mult=mult, kind=kind, noise=noise, df=df, dtype=dtype
     )
+
+
+def fixed_curvature_instance(
+    d: int,
+    phi: float,
+    sigma_l1: float,
+    *,
+    l_inf: float = 1.0,
+    delta: float = 0.5,
+    reduced: bool = False,
+    levels: int = 8,
+    kind: Kind = "quadratic",
+    noise: Noise = "gaussian",
+    df: float = 4.0,
+    dtype=jnp.float32,
+) -> SeparableProblem:
+    """One curvature for every noise: the curvature and start of ``sgd_hard_instance(d, 1)``
+    (one stiff coordinate, ``L_0 = l_inf / 2 + l_inf / (2 d)``, the rest ``l_inf / (2 d)``;
+    ``||L||_1 = l_inf``, ``f(x0) = delta``) with the noise ``sigma_with_phi(d, phi, sigma_l1)``
+    (the largest entry on the stiff coordinate, the others equal): ``phi = 1/d`` puts all the
+    noise on the stiff coordinate, ``phi = 1`` spreads it equally, ``sigma_l1 = 0`` switches it
+    off. Sparse noise, dense noise, the ``phi`` sweep and the noise-free control are then the
+    same quadratic, so a difference in complexity comes from the noise alone.
+
+    Why SGD pays ``1/phi`` here (quadratic, constant step ``eta``): the stationary noise floor of
+    ``E||grad f||_1`` is about ``sqrt(eta) sum_i sqrt(L_i) sigma_i``, the flat coordinates need
+    ``T ~ 1 / (eta l_inf / (2 d))`` steps, so the noise-limited step gives
+    ``T_noise ~ (2 d / l_inf) (sum_i sqrt(L_i) sigma_i)^2 / eps^2``, within a factor 2 of
+    ``||sigma||_1^2 / (phi eps^2)`` on this family (by Cauchy-Schwarz), against
+    ``T_det ~ d`` without noise: the noise term dominates when
+    ``||sigma||_1^2 / (phi d eps^2) >> 1``, the same ratio as the paper's two terms. SignSGD's
+    step moves each coordinate by ``eta`` whatever ``L_i``, so neither ``d`` nor ``phi``
+    enters. (This is the
+    mechanism on one instance, not the paper's lower bound, whose ``eps^-4`` comes from a worst
+    case over instances.)
+
+    ``reduced=True`` stores ``levels`` representatives of the stiff coordinate (multiplicity
+    ``1 / levels`` each) and of the flat class (``(d - 1) / levels`` each), as
+    :func:`sgd_hard_instance` does, so the shapes do not depend on ``d`` or ``phi``.
+    """
+    base = sgd_hard_instance(d, 1, 0.0, l_inf=l_inf, delta=delta, reduced=reduced,
+                             levels=levels, kind=kind, noise=noise, df=df, dtype=dtype)  # fmt: skip
+    full = sigma_with_phi(d, phi, sigma_l1)
+    if reduced:
+        quiet = full[-1] if d > 1 else 0.0
+        sigma = np.concatenate([np.full(levels, full[0]), np.full(levels, quiet)])
+    else:
+        sigma = full
+    return separable_problem(base.L, sigma, base.x0, mult=base.mult, kind=kind, noise=noise,
+                             df=df, dtype=dtype)  # fmt: skip
