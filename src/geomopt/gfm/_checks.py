@@ -5,7 +5,9 @@ path (the waypoint, and the pair of a batch)."""
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,14 +29,49 @@ def default_tol(n_points: int, dtype, scale: float = 1.0) -> float:
     return max(1e-8, 100.0 * eps * (n_points - 1) ** 2 * max(scale, 1.0))
 
 
+def show(value, limit: int = 80) -> str:
+    """``value`` for an error message: one line (arrays as nested lists, elided in the middle
+    when large), at most ``limit`` characters."""
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)):
+        arr = np.asarray(value)
+        if arr.size <= 16:
+            text = repr(arr.tolist())
+        else:
+            with np.printoptions(threshold=8, edgeitems=2, linewidth=10**9):
+                text = f"array of shape {arr.shape}: " + np.array2string(arr, separator=", ")
+    else:
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_real(dtype) -> bool:
+    """Integer or floating (bfloat16 included); not bool, complex, strings or objects."""
+    return jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.floating)
+
+
+def real_array(name, value, expected: str) -> np.ndarray:
+    """``value`` as a NumPy array of real numbers; ``TypeError`` naming it otherwise."""
+    arr = np.asarray(value)
+    if arr.dtype == object:  # e.g. a list mixing arrays and numbers: fine if it is real
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            pass
+    if not is_real(arr.dtype):
+        raise TypeError(f"{name}={show(value)} has dtype {arr.dtype}: expected real numbers, "
+                        f"{expected}")  # fmt: skip
+    return arr
+
+
 def check_endpoints_host(x0, x1, n_points: int):
     """:func:`check_endpoints` on the host: NumPy arrays of the dtype JAX would use."""
     if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)):
         raise ValueError(f"n_points must be an int >= 3, got {n_points!r}")
     if n_points < 3:
         raise ValueError(f"n_points={n_points}: need >= 3 (two endpoints and an interior point)")
-    x0 = np.asarray(x0)
-    x1 = np.asarray(x1)
+    x0 = real_array("x0", x0, "an array of shape (d,) or (batch, d)")
+    x1 = real_array("x1", x1, "an array of shape (d,) or (batch, d)")
     dtype = jax.dtypes.canonicalize_dtype(x0.dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jax.dtypes.canonicalize_dtype(float)
@@ -48,7 +85,7 @@ def check_endpoints_host(x0, x1, n_points: int):
         raise ValueError(f"endpoints of shape {x0.shape}: expected (d,) or (batch, d) with d >= 1")
     for name, x in (("x0", x0), ("x1", x1)):
         if not np.isfinite(x).all():
-            raise ValueError(f"{name} has non-finite entries: {x}")
+            raise ValueError(f"{name} has non-finite entries: {show(x)}")
     return x0, x1
 
 
@@ -64,12 +101,15 @@ def positive(name, value, *, allow_zero=False, allow_inf=False):
     if type(value) is float or type(value) is int:  # the common case, without NumPy (~10x faster)
         if (value >= 0 if allow_zero else value > 0) and (allow_inf or value < math.inf):
             return np.float64(value)
-    arr = np.asarray(value, dtype=float)
+    bound = ">= 0" if allow_zero else "> 0"
+    arr = np.asarray(value)
+    if not is_real(arr.dtype):  # bool, str, complex, None, ...
+        raise TypeError(f"{name}={show(value)}: expected a real number {bound}")
     if arr.shape != ():
         raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
+    arr = arr.astype(float)
     ok = (arr >= 0 if allow_zero else arr > 0) and (allow_inf or np.isfinite(arr)) and arr == arr
     if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name}={float(arr)}: expected a finite number {bound}")
     return arr
 
@@ -85,6 +125,55 @@ def check_callables(score, metric):
         raise TypeError(f"score must be a callable x -> s(x), got {type(score).__name__}")
     if metric is not None and not callable(metric):
         raise TypeError(f"metric must be a callable x -> G(x), got {type(metric).__name__}")
+
+
+# The (structure of score / metric, d, dtype) whose output shapes passed check_output_shapes. A
+# key holds plain functions themselves, and an entry keyed by ids holds (score, metric), so no
+# id is reused while the entry lives; array leaves are keyed by shape and not held. Bounded.
+_SHAPES_OK: OrderedDict = OrderedDict()
+_MAX_SHAPES_OK = 256
+
+
+def _shapes_key(score, metric, d, dtype):
+    leaves, treedef = jax.tree.flatten((score, metric))
+    static = tuple((x.shape, x.dtype) if eqx.is_array(x) else x for x in leaves)
+    key = (treedef, static, d, np.dtype(dtype))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable non-array leaf: key on the objects' identity
+        key = ("id", id(score), id(metric), d, np.dtype(dtype))
+    return key
+
+
+def check_output_shapes(score, metric, d: int, dtype) -> None:
+    """Raise when ``score`` does not map one point ``(d,)`` to ``(d,)`` real numbers, or
+    ``metric`` does not map it to a ``(d, d)`` matrix; by :func:`jax.eval_shape` on one
+    abstract point (a trace of the callables, no compilation), once per structure of the
+    callables (the array leaves' shapes, not their values), ``d`` and ``dtype``."""
+    if score is None and (metric is None or isinstance(metric, Euclidean)):
+        return
+    key = _shapes_key(score, metric, d, dtype)
+    entry = _SHAPES_OK.get(key)
+    by_id = isinstance(key[0], str)
+    if entry is not None and (not by_id or (entry[0] is score and entry[1] is metric)):
+        _SHAPES_OK.move_to_end(key)
+        return
+    point = jax.ShapeDtypeStruct((d,), dtype)
+    for name, fn, want, what in (("score", score, (d,), "s(x)"),
+                                 ("metric", metric, (d, d), "G(x)")):  # fmt: skip
+        if fn is None:
+            continue
+        out = jax.eval_shape(fn, point)
+        got = f"shape {out.shape}" if isinstance(out, jax.ShapeDtypeStruct) else show(out)
+        if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != want:
+            raise ValueError(f"{name} returned {got} for a point of shape ({d},): expected "
+                             f"{what} of shape {want}")  # fmt: skip
+        if not is_real(out.dtype):
+            raise TypeError(f"{name} returned dtype {out.dtype} for a point of shape ({d},): "
+                            "expected real numbers")  # fmt: skip
+    _SHAPES_OK[key] = (score, metric) if by_id else ()
+    if len(_SHAPES_OK) > _MAX_SHAPES_OK:
+        _SHAPES_OK.popitem(last=False)
 
 
 def resolve_kind(residual: str, metric) -> str:
@@ -106,8 +195,8 @@ def check_init(init, x0, x1, n_points: int):
     if init is None:  # the straight line's largest entry is at an endpoint
         return None, float(max(np.max(np.abs(x0)), np.max(np.abs(x1))))
     batched = x0.ndim == 2
-    arr = np.asarray(init).astype(x0.dtype, copy=False)
     want = (n_points, x0.shape[-1]) if not batched else (x0.shape[0], n_points, x0.shape[-1])
+    arr = real_array("init", init, f"a path of shape {want}").astype(x0.dtype, copy=False)
     if arr.shape != want:
         raise ValueError(f"init has shape {arr.shape}, expected {want}")
     p = arr if batched else arr[None]

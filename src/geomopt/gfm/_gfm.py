@@ -29,6 +29,7 @@ from ._checks import (
     check_init,
     check_lm_options,
     check_metric_domain,
+    check_output_shapes,
     default_tol,
     positive,
     resolve_kind,
@@ -206,6 +207,7 @@ def solve(
     """
     x0n, x1n = check_endpoints_host(x0, x1, n_points)
     check_callables(score, metric)
+    check_output_shapes(score, metric, x0n.shape[-1], x0n.dtype)
     kind = resolve_kind(residual, metric)
     method = resolve_method(method, kind, x0n.shape[-1], backend)
     if batch not in BATCH_MODES:
