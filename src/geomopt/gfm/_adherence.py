@@ -128,12 +128,15 @@ def _action_difference(a, b, score, lam, dt, t, w):
     def kinetic(p):
         return 0.5 * jnp.sum((p[:, 1:] - p[:, :-1]) ** 2, axis=(1, 2)) / dt**2
 
-    def potential_sum(p):  # sum_i (U(x_i) - U(x_0))
-        dx = p[:, 1:] - p[:, :-1]  # (B, K-1, d)
-        pts = p[:, :-1, None, :] + t[None, None, :, None] * dx[:, :, None, :]
+    def potential_sum_one(p):  # sum_i (U(x_i) - U(x_0)) of one path (K, d)
+        dx = p[1:] - p[:-1]
+        pts = p[:-1, None, :] + t[None, :, None] * dx[:, None, :]  # (K-1, Q, d)
         s = jax.vmap(score)(pts.reshape(-1, p.shape[-1])).reshape(pts.shape).astype(p.dtype)
-        work = jnp.einsum("bkqd,bkd,q->bk", s, dx, w)  # -(U(x_{j+1}) - U(x_j))
-        return jnp.sum(jnp.cumsum(-work, axis=1), axis=1)
+        work = jnp.einsum("kqd,kd,q->k", s, dx, w)  # -(U(x_{j+1}) - U(x_j))
+        return jnp.sum(jnp.cumsum(-work))
+
+    def potential_sum(p):  # one path at a time: a quadrature score holds (points x nodes)
+        return jax.lax.map(potential_sum_one, p)
 
     return kinetic(a) - kinetic(b) + lam * (potential_sum(a) - potential_sum(b))
 
