@@ -7,7 +7,8 @@ probability that the canonical permutation changes, (b) conditioned on a change,
 move of a slot of the canonical form (the jump) and displacement / Wasserstein distance.
 
 Theory (module doc of :mod:`geomopt.canon._stability`): every permutation canonization is
-discontinuous on a codimension-one set, so (a) grows like ``eps^1`` for small ``eps`` and (b)
+discontinuous on a codimension-one set, so (a) grows like ``eps^1`` while it is small (at
+``d = 3``, 64 points: below about ``1e-4`` for lex, ``1e-3`` for Hilbert / Morton) and (b)
 does not shrink with ``eps`` (displacement / W ~ ``eps^-1``); the jump is the distance between
 the points that trade places.
 
