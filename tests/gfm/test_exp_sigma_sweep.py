@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from geomopt import gfm
 from geomopt.gfm import exp_sigma_sweep
 from geomopt.runs import load_metrics
 
@@ -70,6 +71,6 @@ def test_sigma_sweep_smoke(gfm_out, run_smoke):
             n_on = head[f"two_moons/{pot}/support/sigma={s:g}/n_on"]
             n_off = head[f"two_moons/{pot}/support/sigma={s:g}/n_off"]
             assert n_on + n_off == cfg.n_pairs * (len(cfg.methods) + 1)
-    assert head["support/threshold_default"] == 3.0
+    assert head["support/threshold_default"] == gfm.DEFAULT_SUPPORT_THRESHOLD
     assert 0.5 <= head["support/threshold_fit"] <= 8.0
     assert np.isfinite(list(head.values())).all()
