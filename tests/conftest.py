@@ -84,3 +84,57 @@ def fresh_registry():
     yield _registry
     _registry._TABLE.clear()
     _registry._TABLE.update(saved)
+
+
+class FileServer:
+    """A threaded HTTP server on 127.0.0.1 serving ``files`` (path -> bytes; a missing path is
+    404); ``requests`` counts GETs per path; ``url(path)`` is the address of one."""
+
+    def __init__(self, files: dict[str, bytes]):
+        import http.server
+        import threading
+
+        self.files = dict(files)
+        self.requests: dict[str, int] = {}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path.lstrip("/")
+                server.requests[path] = server.requests.get(path, 0) + 1
+                body = server.files.get(path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/{path}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def file_server():
+    """``file_server(files)`` starts a :class:`FileServer`; every one is closed after the test."""
+    started = []
+
+    def start(files: dict[str, bytes]) -> FileServer:
+        started.append(FileServer(files))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.close()
