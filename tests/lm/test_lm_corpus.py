@@ -58,7 +58,7 @@ def test_small_corpus_gets_both_splits(prepared):
 
 def test_prepare_pretrain_sample_hellaswag_with_the_readme_commands(prepared, capsys):
     data = prepared / "data" / "mine"
-    argv = ["smoke", "--data.source", "shards", "--data.train", str(data / "mine_train_*.bin"),
+    argv = ["smoke", "--data.train", str(data / "mine_train_*.bin"),
             "--data.val", str(data / "mine_val_*.bin"), "--out", str(prepared / "results"),
             "--name", "mine", "--steps", "2", "--eval-every", "0", "--ckpt-every", "0"]  # fmt: skip
     assert experiment_main(EXPERIMENT, argv) == 0, capsys.readouterr().err
@@ -92,9 +92,21 @@ def test_train_val_globs_with_the_offline_source_are_refused_naming_the_conflict
     import dataclasses
 
     smoke = PRESETS["smoke"]
-    data = dataclasses.replace(smoke.data, train=str(prepared / "data/mine/mine_train_*.bin"))
+    train = str(prepared / "data/mine/mine_train_*.bin")
+    data = dataclasses.replace(smoke.data, source="offline", train=train)
     with pytest.raises(ValueError, match=r"data.train=.* data.source='offline'.*--data.source"):
         check_train_config(dataclasses.replace(smoke, data=data))
+
+
+def test_train_glob_alone_names_the_missing_val_glob(prepared):
+    import dataclasses
+
+    smoke = PRESETS["smoke"]
+    data = dataclasses.replace(smoke.data, train=str(prepared / "data/mine/mine_train_*.bin"))
+    assert data.source == "auto" and data.resolved_source == "shards"
+    with pytest.raises(ValueError, match=r"data.val='': .*needs a val glob.*data.train="):
+        check_train_config(dataclasses.replace(smoke, data=data))
+    assert smoke.data.resolved_source == "offline"
 
 
 def test_auto_format_refuses_an_unknown_magic(tmp_path):

@@ -146,14 +146,15 @@ class OptimConfig:
 class DataConfig:
     """Where the tokens come from."""
 
-    source: Literal["offline", "shards"] = "offline"
-    """offline: the Python standard library's sources, byte-level (vocab 256), built on first
+    source: Literal["auto", "offline", "shards"] = "auto"
+    """auto: the token files of train/val when either is given, else the offline corpus;
+    offline: the Python standard library's sources, byte-level (vocab 256), built on first
     use; shards: token files given by train/val (prepare them with prepare_data.py). train/val
-    with source=offline are refused, not ignored."""
+    with an explicit source=offline are refused, not ignored."""
     train: str = ""
-    """Glob of training token files (shards or nanoGPT .bin); needs source=shards."""
+    """Glob of training token files (shards or nanoGPT .bin); given, the run trains on them."""
     val: str = ""
-    """Glob of validation token files; needs source=shards."""
+    """Glob of validation token files (needed with train)."""
     format: Literal["auto", "shard", "llama3", "nanogpt"] = "auto"
     """Token file format. auto reads the header's magic number: 20240520 GPT-2 shards (uint16),
     20240801 Llama-3 shards (uint32), and refuses any other; nanogpt: a headerless uint16
@@ -163,6 +164,14 @@ class DataConfig:
     $XDG_CACHE_HOME/geomopt/offline_stdlib_<bytes> (XDG_CACHE_HOME defaults to ~/.cache)."""
     offline_bytes: int = 8_000_000
     """Bytes of standard-library text in the offline corpus."""
+
+    @property
+    def resolved_source(self) -> str:
+        """``"shards"`` or ``"offline"``: what ``source`` means for this config (auto: shards
+        when train or val is given)."""
+        if self.source == "auto":
+            return "shards" if (self.train or self.val) else "offline"
+        return self.source
 
 
 @dataclasses.dataclass(frozen=True)

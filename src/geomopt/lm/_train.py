@@ -408,7 +408,7 @@ def _default_offline_dir(max_bytes: int) -> Path:
 
 def _token_data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
     vocab = cfg.model.vocab_size
-    if cfg.data.source == "offline":
+    if cfg.data.resolved_source == "offline":
         if vocab < 256:
             raise ValueError(
                 f"the offline corpus is byte-level (vocab 256); model vocab is {vocab}"
@@ -417,7 +417,7 @@ def _token_data(cfg: TrainConfig) -> tuple[TokenData, TokenData]:
         tr, va = build_offline_corpus(folder, max_bytes=cfg.data.offline_bytes)
         return TokenData(str(tr), vocab_size=vocab), TokenData(str(va), vocab_size=vocab)
     if not cfg.data.train or not cfg.data.val:
-        raise ValueError("data.source=shards needs --data.train and --data.val globs")
+        raise ValueError("training on token files needs both --data.train and --data.val globs")
     kw = dict(vocab_size=vocab, format=cfg.data.format)
     return TokenData(cfg.data.train, **kw), TokenData(cfg.data.val, **kw)
 
@@ -523,20 +523,20 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
     _check_choice("wandb_mode", cfg.wandb_mode, ("offline", "online"))
     check_optim_config(cfg.optim, cfg.steps)
     data = cfg.data
-    _check_choice("data.source", data.source, ("offline", "shards"))
+    _check_choice("data.source", data.source, ("auto", "offline", "shards"))
     _check_choice("data.format", data.format, ("auto", "shard", "llama3", "nanogpt"))
     need(
         _is_int(data.offline_bytes) and data.offline_bytes >= 1,
         f"data.offline_bytes={data.offline_bytes!r}: expected an integer >= 1",
     )
-    if data.source == "offline":
-        given = [f"data.{n}={getattr(data, n)!r}" for n in ("train", "val") if getattr(data, n)]
-        need(
-            not given,
-            f"{' and '.join(given)} given, but data.source='offline' trains on the offline "
-            "corpus and would ignore it; add --data.source shards (with both --data.train and "
-            "--data.val) to train on token files",
-        )
+    given = [f"data.{n}={getattr(data, n)!r}" for n in ("train", "val") if getattr(data, n)]
+    need(
+        not (given and data.source == "offline"),
+        f"{' and '.join(given)} given, but data.source='offline' trains on the offline "
+        "corpus and would ignore it; drop --data.source offline (or pass --data.source shards) "
+        "to train on the token files",
+    )
+    if data.resolved_source == "offline":
         need(
             cfg.model.vocab_size >= 256,
             f"model.vocab_size={cfg.model.vocab_size}: the offline corpus is byte-level; "
@@ -545,7 +545,13 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
     else:
         for name in ("train", "val"):
             pattern = getattr(data, name)
-            need(pattern, f"data.{name}='': data.source=shards expects a glob of token files")
+            other = "val" if name == "train" else "train"
+            need(
+                pattern,
+                f"data.{name}='': training on token files needs a {name} glob too"
+                + (f" (data.{other}={getattr(data, other)!r} is given)" if getattr(data, other)
+                   else " (data.source='shards')"),
+            )  # fmt: skip
             try:
                 files = _expand_token_files(pattern)
             except FileNotFoundError:
