@@ -31,6 +31,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.gfm.exp_paths",
     "geomopt.gfm.exp_sigma_sweep",
     "geomopt.gfm.exp_torus_metrics",
+    "geomopt.gfm.exp_score_diagnostics",
 )
 
 

@@ -19,6 +19,9 @@ Public API:
 - banded solvers: :func:`solve_block_tridiagonal`, :func:`solve_block_pentadiagonal`.
 - :func:`path_metrics` (manifold error, prior length, EL residual, log-density),
   :class:`ScoreAt` / :class:`LogDensityAt` (bind sigma to a denoiser or analytic potential).
+- score-field diagnostics of any model with ``score(x, sigma)``: :func:`score_diagnostics`
+  (force heat map over sigma on the straight path, tangential / normal split, the field in the
+  pair's plane), :func:`score_force`, :func:`plot_diagnostics`.
 - :mod:`geomopt.gfm.baselines` — interpolation and density-aware metric baselines.
 """
 
@@ -37,6 +40,14 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_checks": ["default_tol"],
         "_continuation": ["solve_continuation"],
+        "_diagnostics": [
+            "DEFAULT_DIAGNOSTIC_SIGMAS",
+            "PlaneField",
+            "ScoreDiagnostics",
+            "plot_diagnostics",
+            "score_diagnostics",
+            "score_force",
+        ],
         "_evaluate": [
             "LogDensityAt",
             "ScoreAt",
