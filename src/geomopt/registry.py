@@ -25,6 +25,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.canon.exp_classify",
     "geomopt.canon.exp_modelnet",
     "geomopt.canon.exp_rotations",
+    "geomopt.canon.exp_rotated_digits",
     "geomopt.gfm.exp_shapes",
     "geomopt.gfm.exp_digits",
     "geomopt.gfm.exp_train_score",
