@@ -17,6 +17,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "geomopt.problems.exp_toy",
     "geomopt.problems.exp_sparse_noise",
     "geomopt.problems.exp_matrix_noise",
+    "geomopt.problems.exp_resnet_noise",
     "geomopt.lm.exp_pretrain",
     "geomopt.lm.exp_pretrain_demo",
     "geomopt.canon.exp_covering",
