@@ -38,3 +38,15 @@ def test_ols_slope():
     assert math.isnan(ols_slope([3, 3], [1.0, 2.0]))
     with pytest.raises(ValueError, match="one length"):
         ols_slope([1, 2], [1.0])
+
+
+def test_put_mean_ci_adds_the_interval_only_with_replications():
+    from geomopt.stats import mean_ci, put_mean_ci
+
+    h: dict = {}
+    put_mean_ci(h, "a", [1.0, 2.0, 4.0])
+    m, lo, hi = mean_ci([1.0, 2.0, 4.0])
+    assert h == {"a": m, "a/lo": lo, "a/hi": hi}
+    put_mean_ci(h, "b", [3.0])
+    put_mean_ci(h, "c", [])
+    assert h["b"] == 3.0 and "b/lo" not in h and "c" not in h

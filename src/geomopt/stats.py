@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["mean_ci", "min_detectable_effect", "ols_slope"]
+__all__ = ["mean_ci", "min_detectable_effect", "ols_slope", "put_mean_ci"]
 
 
 def _t_quantile(q: float, dof: int) -> float:
@@ -39,6 +39,18 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
         return m, math.nan, math.nan
     half = _t_quantile((1 + level) / 2, v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
     return m, m - half, m + half
+
+
+def put_mean_ci(headline: dict, key: str, values: Sequence[float]) -> None:
+    """``headline[key]`` = the mean of ``values`` and, with two or more, ``key/lo`` and
+    ``key/hi`` = its 95 % :func:`mean_ci` interval (nothing is added for an empty list)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return
+    m, lo, hi = mean_ci(vals)
+    headline[key] = m
+    if len(vals) > 1:
+        headline[f"{key}/lo"], headline[f"{key}/hi"] = lo, hi
 
 
 def min_detectable_effect(sd: float, n: int, *, level: float = 0.95, power: float = 0.8) -> float:

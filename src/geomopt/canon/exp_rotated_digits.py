@@ -214,7 +214,7 @@ def run(cfg: RotatedDigitsConfig, run: Run) -> dict[str, float]:
     import optax
 
     from geomopt.canon._rotated_cnn import quarter_turns
-    from geomopt.stats import mean_ci
+    from geomopt.stats import put_mean_ci
 
     tx = optax.adamw(cfg.lr, weight_decay=0.01)  # torch's AdamW default decay, as official
     headline: dict[str, float] = {}
@@ -250,9 +250,9 @@ def run(cfg: RotatedDigitsConfig, run: Run) -> dict[str, float]:
                 run.log(**dict(condition=cond, model=name, seed=seed, final=True, **r))
         for name, rs in res.items():
             key = f"{cond}/{name}"
-            _put(headline, f"{key}/test_acc", [r["test_acc"] for r in rs], mean_ci)
-            _put(headline, f"{key}/train_acc", [r["train_acc"] for r in rs], mean_ci)
-            _put(headline, f"{key}/gap", [r["train_acc"] - r["test_acc"] for r in rs], mean_ci)
+            put_mean_ci(headline, f"{key}/test_acc", [r["test_acc"] for r in rs])
+            put_mean_ci(headline, f"{key}/train_acc", [r["train_acc"] for r in rs])
+            put_mean_ci(headline, f"{key}/gap", [r["train_acc"] - r["test_acc"] for r in rs])
             if cond == "rotated":
                 headline[f"invariance/{name}/max_logit_change"] = max(
                     r["max_logit_change"] for r in rs)
@@ -260,24 +260,15 @@ def run(cfg: RotatedDigitsConfig, run: Run) -> dict[str, float]:
                 k: float(np.mean([r[k] for r in rs])) for k in ("test_acc", "train_acc")}))
             if name != "cnn" and "cnn" in res:
                 diff = [a["test_acc"] - b["test_acc"] for a, b in zip(rs, res["cnn"], strict=True)]
-                _put(headline, f"{cond}/{name}_minus_cnn/test_acc", diff, mean_ci)
+                put_mean_ci(headline, f"{cond}/{name}_minus_cnn/test_acc", diff)
         headline[f"{cond}/distance/plain"] = float(np.mean(dist["plain"]))
         headline[f"{cond}/distance/group"] = float(np.mean(dist["group"]))
         if canon_d:
-            _put(headline, f"{cond}/distance/canonized", canon_d, mean_ci)
+            put_mean_ci(headline, f"{cond}/distance/canonized", canon_d)
     bar.close()
     run.details["table"] = table
     run.print(_markdown(cfg, headline))
     return headline
-
-
-def _put(headline, key, values, mean_ci):
-    vals = [float(v) for v in values]
-    if len(vals) > 1:
-        m, lo, hi = mean_ci(vals)
-        headline[key], headline[f"{key}/lo"], headline[f"{key}/hi"] = m, lo, hi
-    else:
-        headline[key] = vals[0]
 
 
 def _markdown(cfg, h) -> str:

@@ -97,6 +97,13 @@ def _rel(a, b, ref, mask=None):
     return float(np.sqrt(d.sum() / r.sum()))
 
 
+def _finite(values):
+    """The finite values (a plane with no point near, or none far, gives NaN for that pair)."""
+    import numpy as np
+
+    return [v for v in values if np.isfinite(v)]
+
+
 def _plane_rel(a, b, ref, mask):
     """:func:`_rel` of two diagnostics' in-plane force fields, relative to ``ref``'s."""
     import numpy as np
@@ -128,7 +135,7 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
     from geomopt.gfm._potentials import potential_for
     from geomopt.gfm._protocol import sample_pairs
     from geomopt.manifolds import get_manifold
-    from geomopt.stats import mean_ci
+    from geomopt.stats import put_mean_ci
 
     headline: dict[str, float] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -175,8 +182,8 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
             spread = [np.mean([_rel(path_f[a][p][si], path_f[b][p][si], path_f["exact"][p][si])
                                for p in range(cfg.n_pairs)])
                       for a, b in itertools.combinations(trained, 2)]  # fmt: skip
-            _put(headline, f"{name}/path/rel_error/sigma={s:g}", per_den, mean_ci)
-            _put(headline, f"{name}/path/seed_spread/sigma={s:g}", spread, mean_ci)
+            put_mean_ci(headline, f"{name}/path/rel_error/sigma={s:g}", _finite(per_den))
+            put_mean_ci(headline, f"{name}/path/seed_spread/sigma={s:g}", _finite(spread))
 
         for where, sel in (("near", lambda m: m), ("far", lambda m: ~m)):
             per_den = [np.nanmean([_plane_rel(diags[t][p], ex[p], ex[p], sel(near[p]))
@@ -184,14 +191,14 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
             spread = [np.nanmean([_plane_rel(diags[a][p], diags[b][p], ex[p], sel(near[p]))
                                   for p in range(cfg.n_pairs)])
                       for a, b in itertools.combinations(trained, 2)]  # fmt: skip
-            _put(headline, f"{name}/plane/rel_error/{where}", per_den, mean_ci)
-            _put(headline, f"{name}/plane/seed_spread/{where}", spread, mean_ci)
+            put_mean_ci(headline, f"{name}/plane/rel_error/{where}", _finite(per_den))
+            put_mean_ci(headline, f"{name}/plane/seed_spread/{where}", _finite(spread))
         run.log_rows(rows)
         headline[f"{name}/plane/near_share"] = float(np.mean([m.mean() for m in near]))
         headline[f"{name}/normal_fraction/exact"] = float(np.mean([d.normal_fraction
                                                                    for d in ex]))  # fmt: skip
-        _put(headline, f"{name}/normal_fraction/trained",
-             [np.mean([d.normal_fraction for d in diags[t]]) for t in trained], mean_ci)
+        put_mean_ci(headline, f"{name}/normal_fraction/trained",
+             [np.mean([d.normal_fraction for d in diags[t]]) for t in trained])
         # the first pair's diagnostics, exact and denoiser 0, for the figure
         for label in ("exact", "trained0"):
             d = diags[label][0]
@@ -205,18 +212,6 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
     run.save_arrays("diagnostics.npz", **arrays)
     run.print(_markdown(cfg, headline))
     return headline
-
-
-def _put(headline, key, values, mean_ci):
-    import numpy as np
-
-    vals = [float(v) for v in values if np.isfinite(v)]
-    if not vals:
-        return
-    m, lo, hi = mean_ci(vals) if len(vals) > 1 else (vals[0], float("nan"), float("nan"))
-    headline[key] = m
-    if np.isfinite(lo):
-        headline[f"{key}/lo"], headline[f"{key}/hi"] = lo, hi
 
 
 def _markdown(cfg, h) -> str:

@@ -176,7 +176,7 @@ def run(cfg: ResNetNoiseConfig, run: Run) -> dict[str, float]:
 
     from geomopt.lm._noise import noise_density
     from geomopt.problems._resnet import ResNet20
-    from geomopt.stats import mean_ci
+    from geomopt.stats import put_mean_ci
     from geomopt.vision._train import Classifier
 
     train, test = load_data(cfg)
@@ -227,23 +227,14 @@ def run(cfg: ResNetNoiseConfig, run: Run) -> dict[str, float]:
         tail = max(1, int(round(0.1 * arr.shape[1])))  # the last 10 % of the measurements
         for name, vals in (("first", arr[:, 0]), ("last", arr[:, -tail:].mean(1)),
                            ("min", arr.min(1)), ("max", arr.max(1))):  # fmt: skip
-            _put(headline, f"{opt}/phi/{name}", vals, mean_ci)
-        _put(headline, f"{opt}/test_acc", accs, mean_ci)
-        _put(headline, f"{opt}/estimator_bias", biases, mean_ci)
+            put_mean_ci(headline, f"{opt}/phi/{name}", vals)
+        put_mean_ci(headline, f"{opt}/test_acc", accs)
+        put_mean_ci(headline, f"{opt}/estimator_bias", biases)
     bar.close()
     run.save_arrays("phi.npz", epochs=np.asarray(ep_at),
                     **{opt: np.asarray(c) for opt, c in curves.items()})  # fmt: skip
     run.print(_markdown(cfg, headline))
     return headline
-
-
-def _put(headline, key, values, mean_ci):
-    vals = [float(v) for v in values]
-    if len(vals) > 1:
-        m, lo, hi = mean_ci(vals)
-        headline[key], headline[f"{key}/lo"], headline[f"{key}/hi"] = m, lo, hi
-    else:
-        headline[key] = vals[0]
 
 
 def _markdown(cfg, h) -> str:
