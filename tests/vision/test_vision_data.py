@@ -166,3 +166,31 @@ def test_sklearn_digits_on_a_mnist_canvas_and_exact_quarter_turns():
     r45 = vision.rotate(d.x[:2], [45.0, 30.0])
     assert r45.shape == (2, 28, 28, 1) and 0 <= r45.min() and r45.max() <= 1
     assert abs(r45[0].sum() - d.x[0].sum()) / d.x[0].sum() < 0.05  # nothing clipped off
+
+
+def test_prepare_images_tool_fetches_verifies_and_names_a_failure(file_server, tmp_path,
+                                                                  monkeypatch, capsys):  # fmt: skip
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "prepare_images", Path(__file__).parents[2] / "experiments" / "prepare_images.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    rng = np.random.default_rng(5)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("mnist_all_rotation_normalized_float_train_valid.amat", amat(3, rng))
+        zf.writestr("mnist_all_rotation_normalized_float_test.amat", amat(2, rng))
+    srv = file_server({"r.zip": buf.getvalue()})
+    monkeypatch.setattr(vision._data, "MNIST_ROT_SIZES", {"train": 3, "test": 2})
+    argv = ["mnist_rot", "--folder", str(tmp_path / "a"), "--url", srv.url("r.zip")]
+    assert tool.tool_main("prepare_images.py", tool.main, lambda a: tool.tyro.cli(
+        tool.Config, args=a), argv) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "ready and verified: train 3 images" in out and "rotated_digits.py paper" in out
+    argv = ["mnist_rot", "--folder", str(tmp_path / "b"), "--url", srv.url("missing.zip")]
+    assert tool.tool_main("prepare_images.py", tool.main, lambda a: tool.tyro.cli(
+        tool.Config, args=a), argv) != 0  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "404" in err[0]
