@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from geomopt.experiment import execute, plot_run, staging_folder
-from geomopt.lm import _train
+from geomopt.lm import _checkpoints, _train
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm.exp_pretrain import EXPERIMENT, HEADLINE_KEYS, PRESETS
 from geomopt.runs import RunExistsError, load_metrics, to_jsonable
@@ -166,6 +166,64 @@ def test_resume_after_interruption_equals_uninterrupted(base, reference, out, mo
     assert any("tokens_per_s" in r for r in early)
     assert [r for r in rows if r["step"] <= 4] == early
     assert losses(out, "cut") == losses(out, "full")  # step for step, bit for bit on CPU
+    assert resumed.headline["final_val_loss"] == reference.headline["final_val_loss"]
+
+
+def _kill_at(step, monkeypatch):
+    save = _train.Checkpoints.save
+
+    def killed(self, s, params, opt_state):
+        if s == step:
+            raise KeyboardInterrupt
+        save(self, s, params, opt_state)
+
+    monkeypatch.setattr(_train.Checkpoints, "save", killed)
+
+
+def test_damaged_latest_checkpoint_resumes_from_the_one_before(
+    base, reference, out, monkeypatch, capsys
+):
+    cfg = dataclasses.replace(base, ckpt_keep=3)
+    _kill_at(6, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        go(cfg, out, "damaged")
+    monkeypatch.undo()
+    ckpt = unfinished(out, "damaged") / "checkpoints"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["2", "4"]
+    data = max((f for f in (ckpt / "4").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # one flipped byte: orbax alone restores it without a word
+    data.write_bytes(bytes(raw))
+    capsys.readouterr()
+    resumed = go(cfg, out, "damaged")
+    console = capsys.readouterr().err
+    assert f"checkpoint step 4 in {ckpt} is damaged (" in console
+    assert "resumed" in console and "from the checkpoint of step 2" in console
+    assert (folder(out, "damaged") / "checkpoints.damaged" / "4").is_dir()
+    assert losses(out, "damaged") == losses(out, "full")
+    assert resumed.headline["final_val_loss"] == reference.headline["final_val_loss"]
+
+
+def test_full_disk_stops_the_run_and_the_same_command_resumes(base, reference, out, monkeypatch):
+    from geomopt.lm import _checkpoints
+
+    write = _checkpoints.write_manifest
+
+    def full_at_4(folder):
+        if folder.name == "4":
+            raise OSError(28, "No space left on device")
+        return write(folder)
+
+    monkeypatch.setattr(_checkpoints, "write_manifest", full_at_4)
+    with pytest.raises(_checkpoints.CheckpointWriteError, match="checkpoint 2 is intact"):
+        go(base, out, "full_disk")
+    monkeypatch.undo()
+    ckpt = unfinished(out, "full_disk") / "checkpoints"
+    assert [p.name for p in ckpt.iterdir()] == ["2"]
+    assert _checkpoints.check_manifest(ckpt / "2") is None
+    resumed = go(base, out, "full_disk")
+    assert resumed.status == "resumed"
+    assert losses(out, "full_disk") == losses(out, "full")
     assert resumed.headline["final_val_loss"] == reference.headline["final_val_loss"]
 
 
@@ -367,7 +425,7 @@ def test_only_process_zero_clears_checkpoints_between_barriers(tmp_path, pid):
     def barrier(name):
         events.append(("barrier", name, ckpt.exists()))
 
-    _train.clear_checkpoint_dir(ckpt, process_index=lambda: pid, barrier=barrier)
+    _checkpoints.clear_checkpoint_dir(ckpt, process_index=lambda: pid, barrier=barrier)
     assert ckpt.exists() == (pid != 0)
     assert [e[0] for e in events] == ["barrier", "barrier"]
     assert events[0][2] is True  # nothing deleted before every host reached the first barrier
@@ -375,9 +433,9 @@ def test_only_process_zero_clears_checkpoints_between_barriers(tmp_path, pid):
 
 
 def test_every_host_must_restore_the_same_step():
-    _train.check_restored_step(4, allgather=lambda s: np.array([s, s, s, s]))
+    _checkpoints.check_restored_step(4, allgather=lambda s: np.array([s, s, s, s]))
     with pytest.raises(RuntimeError, match=r"different checkpoint steps \[4, 2\]"):
-        _train.check_restored_step(4, allgather=lambda s: np.array([4, 2]))
+        _checkpoints.check_restored_step(4, allgather=lambda s: np.array([4, 2]))
 
 
 # --- presets -----------------------------------------------------------------------------------

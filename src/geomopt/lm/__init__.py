@@ -10,7 +10,7 @@ Public API (re-exported from private modules):
 - training: :class:`TrainConfig`, :class:`OptimConfig`, :class:`DataConfig`, :func:`train`
   (on a :class:`geomopt.experiment.Run`), :class:`Trainer`, :class:`Checkpoints`,
   :class:`MetricSinks`, :func:`build_optimizer`, :func:`make_mesh`, :func:`device_peak_flops`,
-  :class:`NonFiniteLossError`; experiments ``exp_pretrain`` (``signsgd/pretrain``) and
+  :class:`NonFiniteLossError`, :class:`CheckpointWriteError`; experiments ``exp_pretrain`` (``signsgd/pretrain``) and
   ``exp_pretrain_demo`` (``signsgd/pretrain_demo``);
 - noise density: :func:`welford_variance`, :func:`noise_density`.
 """
@@ -85,8 +85,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "validation_tokens",
             "write_shards",
         ],
-        "_train": [
+        "_checkpoints": [
+            "CheckpointWriteError",
             "Checkpoints",
+        ],
+        "_train": [
             "MetricSinks",
             "NonFiniteLossError",
             "Trainer",

@@ -24,7 +24,6 @@ import inspect
 import json
 import math
 import os
-import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +39,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from geomopt import optim
+from geomopt.lm._checkpoints import Checkpoints
 from geomopt.lm._config import GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm._data import BatchLoader, ShardError, TokenData, build_offline_corpus, detect_format
 from geomopt.lm._data import _expand as _expand_token_files
@@ -50,13 +50,10 @@ from geomopt.runs import METRICS_FILE, atomic_write_bytes, load_metrics
 __all__ = [
     "NonFiniteLossError",
     "Trainer",
-    "Checkpoints",
     "MetricSinks",
     "build_optimizer",
-    "check_restored_step",
     "check_optim_config",
     "check_train_config",
-    "clear_checkpoint_dir",
     "device_peak_flops",
     "lr_schedule",
     "make_mesh",
@@ -702,106 +699,6 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints (multi-host safe)
-
-
-def _barrier(name: str) -> None:
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
-def _allgather_int(value: int) -> np.ndarray:
-    if jax.process_count() == 1:
-        return np.array([value])
-    from jax.experimental import multihost_utils
-
-    return np.asarray(multihost_utils.process_allgather(np.int64(value))).reshape(-1)
-
-
-def clear_checkpoint_dir(
-    path: Path,
-    *,
-    process_index: Callable[[], int] = jax.process_index,
-    barrier: Callable[[str], None] = _barrier,
-) -> None:
-    """Delete a stale checkpoint folder on a fresh start: every host waits at a barrier, only
-    process 0 deletes, and every host waits again before anyone writes into it."""
-    barrier("geomopt_ckpt_clear_start")
-    if process_index() == 0 and Path(path).exists():
-        shutil.rmtree(path)
-    barrier("geomopt_ckpt_clear_done")
-
-
-def check_restored_step(step: int, *, allgather: Callable[[int], Any] = _allgather_int) -> None:
-    """Raise ``RuntimeError`` unless every host restored checkpoint ``step``."""
-    steps = np.asarray(allgather(int(step))).reshape(-1)
-    if (steps != step).any():
-        raise RuntimeError(
-            f"hosts restored different checkpoint steps {steps.tolist()} (this host: {step}); "
-            "every host must see the same checkpoint folder (a shared file system)"
-        )
-
-
-class Checkpoints:
-    """Orbax checkpoints of ``(params, opt_state)`` in ``path``, every ``ckpt_every`` steps.
-
-    Orbax writes into a temporary folder and renames it when complete, so a run killed mid-save
-    keeps its previous checkpoints. On a fresh (not resumed) run a leftover folder is cleared by
-    :func:`clear_checkpoint_dir` (process 0 only, between barriers); on resume every host checks
-    that all restored the same step (:func:`check_restored_step`).
-    """
-
-    def __init__(self, path: Path, keep: int, *, fresh: bool):
-        import orbax.checkpoint as ocp
-
-        self.path = Path(path).resolve()
-        if fresh and self.path.exists():
-            clear_checkpoint_dir(self.path)
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, enable_async_checkpointing=False
-        )
-        self.manager = ocp.CheckpointManager(self.path, options=options)
-
-    def latest(self) -> int | None:
-        step = self.manager.latest_step()
-        return None if step is None else int(step)
-
-    def save(self, step: int, params, opt_state) -> None:
-        """Write checkpoint ``step``. On one process the arrays are fetched to host first, which
-        avoids compiling a per-device slicing program for every parameter shape."""
-        import orbax.checkpoint as ocp
-
-        state = {"params": jax.tree.leaves(params), "opt_state": jax.tree.leaves(opt_state)}
-        if jax.process_count() == 1:
-            state = jax.device_get(state)
-        self.manager.save(step, args=ocp.args.StandardSave(state))
-        self.manager.wait_until_finished()
-
-    def restore(self, step: int, params, opt_state):
-        """``(params, opt_state)`` of checkpoint ``step``, laid out like the given ones."""
-        import orbax.checkpoint as ocp
-
-        def abstract(tree):
-            return [
-                jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-                for x in jax.tree.leaves(tree)
-            ]
-
-        target = {"params": abstract(params), "opt_state": abstract(opt_state)}
-        restored = self.manager.restore(step, args=ocp.args.StandardRestore(target))
-        check_restored_step(step)
-        return (
-            jax.tree.unflatten(jax.tree.structure(params), restored["params"]),
-            jax.tree.unflatten(jax.tree.structure(opt_state), restored["opt_state"]),
-        )
-
-    def close(self) -> None:
-        self.manager.close()
-
-
-# ---------------------------------------------------------------------------------------------
 # Metric sinks: metrics.jsonl, TensorBoard, Weights & Biases
 
 
@@ -946,7 +843,8 @@ def train(
 ) -> dict[str, float]:
     """Train GPT-2 as configured, logging into ``run`` (a :class:`geomopt.experiment.Run`).
 
-    Resumes from the newest checkpoint in ``<run>/checkpoints`` when ``run.resumed``.
+    Resumes from the newest undamaged checkpoint in ``<run>/checkpoints`` when
+    ``run.resumed`` (damaged ones are named and set aside: :mod:`geomopt.lm._checkpoints`).
     ``tag`` is added to every metric row (sweeps: several runs in one folder, no checkpoints
     with ``checkpoints=False``). ``hellaswag(trainer, params) -> {name: number}`` scores
     HellaSwag when ``cfg.hellaswag`` is set. Returns the headline numbers.
@@ -954,6 +852,8 @@ def train(
     Raises:
         NonFiniteLossError: a step produced a non-finite loss or gradient norm; the newest
             checkpoint on disk is the last one with finite loss.
+        CheckpointWriteError: a checkpoint could not be written (a full disk); the earlier
+            ones are intact and the same command resumes from the newest.
     """
     tag = dict(tag or {})
     trainer = Trainer.build(cfg)
@@ -979,15 +879,18 @@ def train(
     sinks.text("peak_flops", f"{peak:.4g} FLOP/s per device: {peak_source}")
     store = None
     if checkpoints:
-        store = Checkpoints(run.path / "checkpoints", cfg.ckpt_keep, fresh=not run.resumed)
+        store = Checkpoints(
+            run.path / "checkpoints", cfg.ckpt_keep, fresh=not run.resumed, say=say
+        )
     params, opt_state = trainer.init()
     start = 0
     summary: dict[str, float] = {}
     try:
         if run.resumed:
-            latest = store.latest() if store is not None else None
+            latest = None
+            if store is not None:
+                latest, params, opt_state = store.restore_latest(params, opt_state)
             if latest is not None:
-                params, opt_state = store.restore(latest, params, opt_state)
                 start = latest
                 say(f"resumed {run.path} from the checkpoint of step {start}")
             else:
