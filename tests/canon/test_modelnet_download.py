@@ -22,12 +22,13 @@ from geomopt.canon._download import (
     MODELNET10,
     MODELNET10_CLASSES,
     MODELNET40,
+    ZIP_MAGIC,
     DataCheckError,
     DownloadError,
-    download,
     next_commands,
     prepare_modelnet,
 )
+from geomopt.fetch import FetchError, fetch
 
 NAMES40 = (
     "airplane bathtub bed bench bookshelf bottle bowl car chair cone cup curtain desk door dresser "
@@ -190,6 +191,13 @@ def test_modelnet10_is_the_ten_classes_relabelled_in_official_order(server, tmp_
     )
 
 
+def download(url, dest, *, retries=5, retry_wait=0.0, progress=False, say=lambda m: None):
+    """The archive download as :func:`prepare_modelnet` makes it (pooch, resuming)."""
+    return fetch(url, known_hash=None, cache_dir=dest.parent, fname=dest.name, resume=True,
+                 starts_with=ZIP_MAGIC, retries=retries, retry_wait=retry_wait, timeout=5.0,
+                 progress=progress, say=say)  # fmt: skip
+
+
 def test_a_cut_connection_is_retried_from_where_it_stopped(server, tmp_path):
     cut = len(ARCHIVE) // 3
     server.cut_after = cut
@@ -203,7 +211,7 @@ def test_a_cut_connection_is_retried_from_where_it_stopped(server, tmp_path):
 def test_a_later_run_resumes_the_kept_part(server, tmp_path):
     cut = len(ARCHIVE) // 2
     server.cut_after = cut
-    with pytest.raises(DownloadError, match="rerun the same command to resume") as err:
+    with pytest.raises(FetchError, match="rerun the same command to resume") as err:
         download(server.url, tmp_path / "a.zip", retries=0, progress=False, say=lambda m: None)
     assert "\n" not in str(err.value)
     part = tmp_path / "a.zip.part"
@@ -216,7 +224,7 @@ def test_a_later_run_resumes_the_kept_part(server, tmp_path):
 def test_a_server_that_ignores_range_restarts_cleanly(server, tmp_path):
     messages = []
     server.cut_after = 1000
-    with pytest.raises(DownloadError):
+    with pytest.raises(FetchError):
         download(server.url, tmp_path / "a.zip", retries=0, progress=False, say=messages.append)
     server.ignore_range = True
     dest = download(server.url, tmp_path / "a.zip", progress=False, say=messages.append)
@@ -371,19 +379,16 @@ def test_the_folder_appears_only_once_verified(server, tmp_path, monkeypatch):
 
 
 def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(server, tmp_path):
-    import os
-    import subprocess
-    import sys
+    import fcntl
 
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / ".prepare.lock").write_text(str(os.getpid()))
-    with pytest.raises(DownloadError, match="in use by another prepare_modelnet.py"):
-        prepare(server, cache)
+    with open(cache / ".prepare.lock", "w") as held:  # another run holds the lock
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(DownloadError, match="in use by another prepare_modelnet.py"):
+            prepare(server, cache)
     assert server.requests == []
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    (cache / ".prepare.lock").write_text(gone)
-    (cache / ".modelnet40_ply_hdf5_2048.tmp-x1").mkdir()  # left by a killed run
+    (cache / ".prepare.lock").write_text("12345")  # left by a killed run: no lock held
+    (cache / ".modelnet40_ply_hdf5_2048.tmp-x1").mkdir()  # and its unfinished unpacking
     prepare(server, cache)
     assert sorted(p.name for p in cache.iterdir()) == ["modelnet40_ply_hdf5_2048"]

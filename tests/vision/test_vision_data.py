@@ -97,9 +97,14 @@ def test_fetch_mnist_rot_verifies_the_official_sizes(file_server, tmp_path, monk
     monkeypatch.setattr(vision._data, "MNIST_ROT_SIZES", {"train": 12_000, "test": 50_000})
     with pytest.raises(vision.DataError, match="6 images, expected 12000"):
         vision.fetch_mnist_rot(tmp_path / "a", urls=[srv.url("rot.zip")])
-    srv2 = file_server({"rot.zip": b"not a zip"})
-    with pytest.raises(vision.DataError, match="not a zip"):
+    srv2 = file_server({"rot.zip": b"not a zip"})  # refused before anything is cached
+    with pytest.raises(FetchError, match=r"sent a file starting b'not a zip', expected a zip"):
         vision.fetch_mnist_rot(tmp_path / "b", urls=[srv2.url("rot.zip")])
+    assert list((tmp_path / "b").iterdir()) == []
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "mnist_rotation_new.zip").write_bytes(b"not a zip")  # put there by hand
+    with pytest.raises(vision.DataError, match="not a zip"):
+        vision.fetch_mnist_rot(tmp_path / "c", urls=[srv2.url("rot.zip")])
 
 
 def cifar_tar(n=4, labels=None):

@@ -1,6 +1,12 @@
 """Get the ModelNet HDF5 data: download the 2048-point ModelNet40 archive with resume, check it,
 unpack it atomically, and derive ModelNet10 from it as the official code does.
 
+The download is :func:`geomopt.fetch.fetch` (pooch, with its resuming downloader: a cut
+connection or a Ctrl-C keeps ``<archive>.part`` and the same command continues it). What stays
+here is what pooch does not do: the content checks of an archive with no published hash, an
+unpacking that appears under its final name only once verified (``pooch.Unzip`` extracts in
+place and checks nothing), the ModelNet10 derivation, and a lock on the cache folder.
+
 The archive is the PointNet release ``modelnet40_ply_hdf5_2048.zip``: a folder
 ``modelnet40_ply_hdf5_2048/`` with ``ply_data_train{0..4}.h5`` and ``ply_data_test{0,1}.h5``
 (keys ``data`` N x 2048 x 3 float32 and ``label`` N x 1), ``shape_names.txt``,
@@ -37,23 +43,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import http.client
-import json
 import os
-import re
 import shlex
 import shutil
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from geomopt.fetch import cache_dir as _cache_folder
+from geomopt.fetch import fetch
 
 __all__ = [
     "MODELNET40_URL",
@@ -65,7 +68,6 @@ __all__ = [
     "DownloadError",
     "DataCheckError",
     "default_cache_dir",
-    "download",
     "unpack_archive",
     "verify_folder",
     "derive_modelnet10",
@@ -101,7 +103,8 @@ STANFORD_MD5 = {
 
 
 class DownloadError(OSError):
-    """A download that cannot go on; the message says what, where, and what to do."""
+    """The cache folder is in use by another run; the message says which and what to do.
+    (A failed download is a :class:`geomopt.fetch.FetchError`.)"""
 
 
 class DataCheckError(ValueError):
@@ -155,164 +158,11 @@ MODELNET10 = ArchiveSpec(
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/geomopt/modelnet`` (``XDG_CACHE_HOME`` defaults to ``~/.cache``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "geomopt" / "modelnet"
+    return _cache_folder("modelnet")
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- download
-
-
-def _content_range(value: str | None) -> tuple[int, int | None] | None:
-    """``(start, total)`` from ``Content-Range: bytes start-end/total`` (total None for ``*``)."""
-    m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value or "")
-    if not m:
-        return None
-    return int(m.group(1)), None if m.group(3) == "*" else int(m.group(3))
-
-
-def _read_meta(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def download(
-    url: str,
-    dest: str | Path,
-    *,
-    magic: bytes = ZIP_MAGIC,
-    expected: str = "a zip archive",
-    retries: int = 5,
-    retry_wait: float = 2.0,
-    timeout: float = 60.0,
-    chunk_size: int = 1 << 20,
-    progress: bool = True,
-    say: Callable[[str], None] = _say,
-) -> Path:
-    """Download ``url`` to ``dest`` through ``dest.part``, resuming what an earlier try left.
-
-    Bytes go to ``<dest>.part`` (with ``<dest>.part.json`` recording the URL and total size);
-    ``dest`` appears, by a rename, only once every byte arrived. A dropped connection or a short
-    body is retried up to ``retries`` times with an HTTP ``Range`` request from the size of the
-    ``.part``; a ``206`` whose ``Content-Range`` starts elsewhere or whose total changed, and a
-    server that ignores ``Range`` (``200``), start over from byte 0. A ``.part`` from another
-    URL is discarded. On failure or Ctrl-C the ``.part`` stays for the next call to resume.
-    A body that does not start with ``magic`` (an HTML error page, say) is refused before
-    anything is written. Progress (bytes, rate, ETA) is a tqdm bar on stderr.
-    """
-    from tqdm.auto import tqdm
-
-    dest = Path(dest)
-    part = dest.with_name(dest.name + ".part")
-    meta_path = dest.with_name(dest.name + ".part.json")
-    meta = _read_meta(meta_path)
-    if part.exists() and meta.get("url") != url:
-        say(f"{part}: left by a download from {meta.get('url', 'an unknown URL')}; starting over")
-        part.unlink()
-    failures = 0
-    last_error = ""
-    while True:
-        have = part.stat().st_size if part.exists() else 0
-        headers = {"User-Agent": "geomopt-prepare-modelnet/1", "Accept-Encoding": "identity"}
-        if have:
-            headers["Range"] = f"bytes={have}-"
-        request = urllib.request.Request(url, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:
-                total = _start_body(resp, have, meta.get("size"), part, url, say)
-                start = have if resp.status == 206 else 0
-                meta = {"url": url, "size": total}
-                if start == 0:
-                    head = resp.read(len(magic))
-                    if head != magic:
-                        meta_path.unlink(missing_ok=True)
-                        kind = resp.headers.get("Content-Type") or "a file"
-                        raise DownloadError(
-                            f"{url}: the server sent {kind} starting {head!r}, expected "
-                            f"{expected} (starting {magic!r}); pass the archive's URL with --url"
-                        )
-                    part.write_bytes(head)
-                meta_path.write_text(json.dumps(meta))
-                done = start + (len(magic) if start == 0 else 0)
-                with (
-                    open(part, "ab") as out,
-                    tqdm(
-                        total=total, initial=done, unit="B", unit_scale=True,
-                        unit_divisor=1024, desc=dest.name, disable=not progress, leave=False,
-                    ) as bar,
-                ):  # fmt: skip
-                    while block := resp.read1(chunk_size):
-                        out.write(block)
-                        done += len(block)
-                        bar.update(len(block))
-                if total is not None and done < total:
-                    raise http.client.IncompleteRead(b"", total - done)
-            break
-        except urllib.error.HTTPError as e:
-            if e.code == 416 and have and meta.get("size") == have:
-                break  # the .part was already complete
-            if e.code == 416:
-                say(f"{url}: the server refused to resume at byte {have}; starting over")
-                part.unlink(missing_ok=True)
-                failures += 1
-                if failures > retries:
-                    raise DownloadError(f"{url}: HTTP 416 at byte {have} on every try") from None
-                continue
-            if e.code < 500 and e.code != 429:
-                raise DownloadError(
-                    f"{url}: HTTP {e.code} {e.reason}; expected {expected} (check --url)"
-                ) from None
-            last_error = f"HTTP {e.code} {e.reason}"
-        except KeyboardInterrupt:
-            size = part.stat().st_size if part.exists() else 0
-            say(f"interrupted: kept {part} ({size / 2**20:.1f} MiB); rerun the same command "
-                "to resume")  # fmt: skip
-            raise
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-            if isinstance(e, DownloadError):
-                raise
-            reason = getattr(e, "reason", None) or e
-            last_error = f"{type(e).__name__}: {reason}"
-        failures += 1
-        size = part.stat().st_size if part.exists() else 0
-        if failures > retries:
-            then = (
-                f"kept {part} ({size / 2**20:.1f} MiB): rerun the same command to resume"
-                if size
-                else "check the network connection and the URL (--url)"
-            )
-            raise DownloadError(f"{url}: {last_error} ({failures} tries); {then}")
-        wait = retry_wait * failures
-        say(f"{url}: {last_error}; retrying in {wait:g} s from byte {size} "
-            f"(try {failures + 1} of {retries + 1})")  # fmt: skip
-        time.sleep(wait)
-    os.replace(part, dest)
-    meta_path.unlink(missing_ok=True)
-    return dest
-
-
-def _start_body(resp, have: int, known_size, part: Path, url: str, say) -> int | None:
-    """Check the response against the ``have`` bytes on disk; returns the total size (or None).
-    Truncates ``part`` when the response starts at byte 0."""
-    length = resp.headers.get("Content-Length")
-    if resp.status == 206:
-        cr = _content_range(resp.headers.get("Content-Range"))
-        if cr is not None and cr[0] == have and (known_size in (None, cr[1]) or cr[1] is None):
-            return cr[1] if cr[1] is not None else known_size
-        say(f"{url}: the server resumed at {resp.headers.get('Content-Range')!r}, not at byte "
-            f"{have} of {known_size}; starting over")  # fmt: skip
-        part.unlink(missing_ok=True)
-        raise http.client.HTTPException("mismatched Content-Range")
-    if resp.status != 200:
-        raise http.client.HTTPException(f"HTTP {resp.status}")
-    if have:
-        say(f"{url}: the server ignored the Range request; starting over from byte 0")
-    part.unlink(missing_ok=True)
-    return int(length) if length and length.isdigit() else None
 
 
 # --------------------------------------------------------------------------- verification
@@ -549,42 +399,25 @@ def _ready(folder: Path, spec: ArchiveSpec, what: str) -> dict[str, int] | None:
         ) from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _lock(cache_dir: Path):
-    """``cache_dir/.prepare.lock`` holding this process id while the block runs; a lock whose
-    process is gone is taken over."""
+    """Hold an exclusive ``flock`` on ``cache_dir/.prepare.lock`` while the block runs. The
+    system drops the lock when its process dies, so a lock file left by a killed run is
+    simply taken over."""
+    import fcntl
+
     path = cache_dir / ".prepare.lock"
-    for _ in range(2):
+    with open(path, "a+") as f:
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            text = path.read_text().strip() if path.exists() else ""
-            pid = int(text) if text.isdigit() else 0
-            if pid and _pid_alive(pid):
-                raise DownloadError(
-                    f"{cache_dir}: in use by another prepare_modelnet.py (pid {pid}); wait for "
-                    f"it to finish, or delete {path} if that process is not this tool"
-                ) from None
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadError(
+                f"{cache_dir}: in use by another prepare_modelnet.py; wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
             path.unlink(missing_ok=True)
-    else:
-        raise DownloadError(f"{path}: could not take the lock; delete it and rerun")
-    try:
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        yield
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def prepare_modelnet(
@@ -606,9 +439,9 @@ def prepare_modelnet(
 
     An existing verified folder is reused without any request; an archive already in
     ``cache_dir`` (downloaded before, or put there by hand) is unpacked without downloading;
-    otherwise the archive is downloaded with resume (:func:`download`). An archive this call
-    downloaded is deleted once its folder is verified, or when it fails the checks; a file the
-    user had is never deleted. Creates ``cache_dir`` if needed and removes it again if the
+    otherwise the archive is downloaded with resume (:func:`geomopt.fetch.fetch`). An archive
+    this call downloaded is deleted once its folder is verified, or when it fails the checks; a
+    file the user had is never deleted. Creates ``cache_dir`` if needed and removes it again if the
     call fails and leaves it empty. A lock file (``.prepare.lock``) keeps two runs from sharing
     one ``cache_dir``; temporary folders of an interrupted run are removed.
     """
@@ -657,9 +490,10 @@ def _prepare(dataset, cache_dir, url, spec40, spec10, retries, retry_wait, timeo
         ours = not archive.exists()
         if ours:
             say(f"modelnet40: downloading {url} into {cache_dir}")
-            download(url, archive, expected=f"the zip archive {archive.name}", retries=retries,
-                     retry_wait=retry_wait, timeout=timeout, progress=progress,
-                     say=say)  # fmt: skip
+            fetch(url, known_hash=None, cache_dir=cache_dir, fname=archive.name, resume=True,
+                  starts_with=ZIP_MAGIC, expected=f"the zip archive {archive.name}",
+                  retries=retries, retry_wait=retry_wait, timeout=timeout, progress=progress,
+                  say=say)  # fmt: skip
         else:
             say(f"modelnet40: unpacking the archive already in the cache, {archive}")
         try:

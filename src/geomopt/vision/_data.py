@@ -210,7 +210,8 @@ def fetch_mnist_rot(
     published, so what is verified is its content: both members present, 785 columns, the
     official sizes."""
     folder = cache_dir("mnist_rot") if folder is None else Path(folder)
-    path = fetch(list(urls), known_hash=None, cache_dir=folder, fname="mnist_rotation_new.zip")
+    path = fetch(list(urls), known_hash=None, cache_dir=folder, fname="mnist_rotation_new.zip",
+                 resume=True, starts_with=b"PK\x03\x04", expected="a zip archive")  # fmt: skip
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as err:
@@ -308,5 +309,5 @@ def fetch_cifar10(
     checked."""
     folder = cache_dir("cifar10") if folder is None else Path(folder)
     path = fetch(list(urls), known_hash=known_hash, cache_dir=folder,
-                 fname="cifar-10-python.tar.gz")  # fmt: skip
+                 fname="cifar-10-python.tar.gz", resume=True)  # 170 MB: resumable  # fmt: skip
     return read_cifar10(path)
