@@ -1156,6 +1156,8 @@ def main(exp: Experiment, argv: Sequence[str] | None = None, *, default: str = "
             return EXIT_INTERRUPTED
         figures: list[Path] = []
         status = 0
+        if _process_index() != 0:
+            return status  # multi-host: process 0 draws and reports
         if opts.plot and exp.plot is not None:
             try:
                 figures = plot_run(exp, outcome.path, Path(opts.out) / "figures" / exp.family)

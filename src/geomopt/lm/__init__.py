@@ -10,7 +10,8 @@ Public API (re-exported from private modules):
 - training: :class:`TrainConfig`, :class:`OptimConfig`, :class:`DataConfig`, :func:`train`
   (on a :class:`geomopt.experiment.Run`), :class:`Trainer`, :class:`Checkpoints`,
   :class:`MetricSinks`, :func:`build_optimizer`, :func:`make_mesh`, :func:`device_peak_flops`,
-  :class:`NonFiniteLossError`, :class:`CheckpointWriteError`; experiments ``exp_pretrain``
+  :class:`NonFiniteLossError`, :class:`CheckpointWriteError`, :func:`start_distributed` and
+  :class:`DistributedError` (multi-process launches); experiments ``exp_pretrain``
   (``signsgd/pretrain``) and ``exp_pretrain_demo`` (``signsgd/pretrain_demo``);
 - noise density: :func:`welford_variance`, :func:`noise_density`.
 """
@@ -84,6 +85,10 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "hf_documents",
             "validation_tokens",
             "write_shards",
+        ],
+        "_distributed": [
+            "DistributedError",
+            "start_distributed",
         ],
         "_checkpoints": [
             "CheckpointWriteError",

@@ -157,14 +157,17 @@ def validate(cfg: TrainConfig) -> None:
     """Check every field before the run folder exists (:func:`geomopt.lm.check_train_config`),
     then the device count: ``n_devices`` at most the visible devices, and the batches divisible
     by the devices of the data axis. With ``distributed`` it first starts ``jax.distributed``
-    here, before the runner records the devices (it must precede any other JAX call)."""
+    here, before the runner records the devices (it must precede any other JAX call), from the
+    launch settings in the environment (:mod:`geomopt.lm._distributed`)."""
     import jax
 
     from geomopt.lm._train import check_train_config
 
     check_train_config(cfg)
-    if cfg.distributed and not jax.distributed.is_initialized():
-        jax.distributed.initialize()
+    if cfg.distributed:
+        from geomopt.lm._distributed import start_distributed
+
+        start_distributed()
     visible = jax.device_count()
     if cfg.n_devices > visible:
         raise ValueError(
@@ -200,9 +203,13 @@ HEADLINE_KEYS = (
 
 
 def run(cfg: TrainConfig, run: Run) -> dict[str, float]:
+    from geomopt.lm._distributed import stop_watch
     from geomopt.lm._train import train
 
-    summary = train(cfg, run, hellaswag=_hellaswag_evaluator(cfg))
+    try:
+        summary = train(cfg, run, hellaswag=_hellaswag_evaluator(cfg))
+    finally:
+        stop_watch()
     return {k: summary[k] for k in HEADLINE_KEYS if k in summary}
 
 
