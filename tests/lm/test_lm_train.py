@@ -340,6 +340,31 @@ def test_bad_configs_are_refused_before_a_folder_exists(base, out, change, messa
     assert not folder(out, "bad").exists()
 
 
+@pytest.mark.parametrize(
+    "cut, message",
+    [
+        (2, r"truncated, header says 400 tokens but the file holds 399"),
+        (-2, r"token count mismatch, header says 400 tokens but the file holds 401"),
+        (1, r"799 bytes after the header, not a whole uint16 count"),
+    ],
+    ids=["cut-mid-file", "count-disagrees", "half-token"],
+)
+def test_damaged_token_shards_are_named_before_a_folder_exists(base, out, tmp_path, cut, message):
+    from geomopt.lm._data import write_shard
+
+    good, bad = tmp_path / "val_000.bin", tmp_path / "train_000.bin"
+    tokens = np.arange(400) % 256
+    write_shard(good, tokens)
+    write_shard(bad, tokens)
+    raw = bad.read_bytes()
+    bad.write_bytes(raw[:-cut] if cut > 0 else raw + b"\0" * -cut)
+    cfg = dataclasses.replace(base, data=DataConfig(train=str(bad), val=str(good)))
+    with pytest.raises(ValueError, match=f"data.train: shard {bad}: {message}"):
+        go(cfg, out, "damaged_shard")
+    assert not folder(out, "damaged_shard").exists()
+    assert not unfinished(out, "damaged_shard").exists()
+
+
 def test_device_divisibility_is_checked(base):
     with pytest.raises(ValueError, match="not divisible by the 4 devices"):
         _train.check_train_config(dataclasses.replace(base, batch_size=6), 4)

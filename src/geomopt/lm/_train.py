@@ -41,7 +41,7 @@ from jax.sharding import PartitionSpec as P
 from geomopt import optim
 from geomopt.lm._checkpoints import Checkpoints
 from geomopt.lm._config import GPT2Config, OptimConfig, TrainConfig
-from geomopt.lm._data import BatchLoader, ShardError, TokenData, build_offline_corpus, detect_format
+from geomopt.lm._data import BatchLoader, ShardError, TokenData, build_offline_corpus, open_tokens
 from geomopt.lm._data import _expand as _expand_token_files
 from geomopt.lm._model import GPT2, flops_per_token, param_label
 from geomopt.lm._noise import noise_density, noise_groups, welford_variance
@@ -555,12 +555,11 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
                 raise ValueError(
                     f"data.{name}={pattern!r}: no token file matches; {_prepare_hint(pattern)}"
                 ) from None
-            if data.format == "auto":
-                for f in files:
-                    try:
-                        detect_format(f)
-                    except ShardError as e:
-                        raise ValueError(f"data.{name}: {e}") from None
+            for f in files:  # header, magic and size (a cut file, a wrong count), not tokens
+                try:
+                    open_tokens(f, format=data.format)
+                except ShardError as e:
+                    raise ValueError(f"data.{name}: {e}") from None
     if cfg.hellaswag:
         need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
     if cfg.wandb and not wandb_available():
