@@ -256,7 +256,7 @@ def timed(fn, *args, repeats: int, warmup: int = 1, inner: int = 1):
 def nominal_peak() -> tuple[float, str]:
     import jax
 
-    from geomopt.lm._train import peak_flops_per_device
+    from geomopt.lm._metrics import peak_flops_per_device
 
     dev = jax.devices()[0]
     peak = peak_flops_per_device(dev)
@@ -441,9 +441,9 @@ def _compiled_bytes(trainer, params, opt_state) -> tuple[float, float]:
     import jax
     import jax.numpy as jnp
 
-    from geomopt.lm._train import _train_batch
+    from geomopt.lm._sharding import train_batch
 
-    batch = _train_batch(trainer.train_loader, 0, 1, trainer.mesh)
+    batch = train_batch(trainer.train_loader, 0, 1, trainer.mesh)
     lowered = trainer.step_fn.lower(
         params, opt_state, batch, jnp.int32(0), jnp.float32(1e-3), jax.random.key(0)
     )

@@ -13,7 +13,7 @@ import pytest
 from geomopt.experiment import main as experiment_main
 from geomopt.experiment import tool_main
 from geomopt.lm import ShardError, open_tokens, read_shard
-from geomopt.lm._train import check_train_config
+from geomopt.lm._config_checks import check_train_config
 from geomopt.lm.exp_pretrain import EXPERIMENT, PRESETS
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments" / "signsgd"

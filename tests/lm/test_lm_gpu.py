@@ -16,7 +16,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from geomopt.lm import GPT2, GPT2Config
-from geomopt.lm._train import _state_shardings, make_mesh
+from geomopt.lm._sharding import make_mesh, state_shardings
 
 ON_CPU = os.environ.get("GEOMOPT_GPU_TESTS_ON_CPU") == "1"
 pytestmark = [
@@ -96,7 +96,7 @@ def test_fsdp_sharding_over_every_device_keeps_the_loss():
         return nnx.merge(graphdef, p).loss(t)[0]
 
     ref = float(jax.jit(loss)(params, tokens))
-    sharded = jax.device_put(params, _state_shardings(params, mesh, fsdp=True))
+    sharded = jax.device_put(params, state_shardings(params, mesh, fsdp=True))
     batch = jax.device_put(tokens, NamedSharding(mesh, jax.sharding.PartitionSpec("data")))
     got = float(jax.jit(loss)(sharded, batch))
     np.testing.assert_allclose(got, ref, rtol=1e-5)

@@ -45,7 +45,7 @@ def test_a_registered_optimiser_trains_gpt2_by_name(fresh_registry):
     """GPT-2's optim.algorithm takes any name of geomopt.optim.OPTIMIZERS: the factory gets the
     OptimConfig fields it takes (here momentum and weight_decay with the hidden-matrix mask)."""
     from geomopt import optim
-    from geomopt.lm._train import check_optim_config
+    from geomopt.lm._config_checks import check_optim_config
 
     _registry = fresh_registry
     seen = {}

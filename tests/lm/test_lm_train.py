@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from geomopt.experiment import execute, plot_run, staging_folder
-from geomopt.lm import _checkpoints, _train
+from geomopt.lm import _checkpoints, _config_checks, _metrics, _train
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm.exp_pretrain import EXPERIMENT, HEADLINE_KEYS, PRESETS
 from geomopt.runs import RunExistsError, load_metrics, to_jsonable
@@ -367,22 +367,22 @@ def test_damaged_token_shards_are_named_before_a_folder_exists(base, out, tmp_pa
 
 def test_device_divisibility_is_checked(base):
     with pytest.raises(ValueError, match="not divisible by the 4 devices"):
-        _train.check_train_config(dataclasses.replace(base, batch_size=6), 4)
+        _config_checks.check_train_config(dataclasses.replace(base, batch_size=6), 4)
 
 
 def test_peak_flops_table_and_measured_fallback():
     def dev(kind, platform="gpu"):
         return types.SimpleNamespace(device_kind=kind, platform=platform)
 
-    assert _train.device_peak_flops(device=dev("NVIDIA H100 80GB HBM3"))[0] == 989e12
-    assert _train.device_peak_flops(device=dev("TPU v5 lite", "tpu"))[0] == 197e12
-    assert _train.device_peak_flops(device=dev("TPU v5p", "tpu"))[0] == 459e12
-    assert _train.device_peak_flops(5e12) == (5e12, "given by --peak-flops")
-    assert _train.device_peak_flops(device=dev("NVIDIA H200"))[0] == 989e12
-    assert _train.device_peak_flops(device=dev("NVIDIA A100-SXM4-80GB"))[0] == 312e12
-    flops, source = _train.device_peak_flops(device=dev("Mystery accelerator"))
+    assert _metrics.device_peak_flops(device=dev("NVIDIA H100 80GB HBM3"))[0] == 989e12
+    assert _metrics.device_peak_flops(device=dev("TPU v5 lite", "tpu"))[0] == 197e12
+    assert _metrics.device_peak_flops(device=dev("TPU v5p", "tpu"))[0] == 459e12
+    assert _metrics.device_peak_flops(5e12) == (5e12, "given by --peak-flops")
+    assert _metrics.device_peak_flops(device=dev("NVIDIA H200"))[0] == 989e12
+    assert _metrics.device_peak_flops(device=dev("NVIDIA A100-SXM4-80GB"))[0] == 312e12
+    flops, source = _metrics.device_peak_flops(device=dev("Mystery accelerator"))
     assert math.isnan(flops) and "MFU n/a" in source
-    flops, source = _train.device_peak_flops(device=dev("cpu", "cpu"))
+    flops, source = _metrics.device_peak_flops(device=dev("cpu", "cpu"))
     assert math.isnan(flops) and source.startswith("no known peak for cpu")
 
 
@@ -400,7 +400,7 @@ class _FakeRun:
 
 def test_wandb_disabled_never_imports_it(base, tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "wandb", raising=False)
-    sinks = _train.MetricSinks(_FakeRun(tmp_path), dataclasses.replace(base, tensorboard=False))
+    sinks = _metrics.MetricSinks(_FakeRun(tmp_path), dataclasses.replace(base, tensorboard=False))
     sinks.write([{"step": 1, "loss": 2.0}])
     sinks.close()
     assert "wandb" not in sys.modules and sinks.wandb is None
@@ -410,9 +410,9 @@ def test_wandb_enabled_but_not_installed_is_refused_by_name(base, tmp_path, monk
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb raises ImportError
     cfg = dataclasses.replace(base, wandb=True, tensorboard=False)
     with pytest.raises(ValueError, match="wandb package is not installed.*uv pip install wandb"):
-        _train.check_train_config(cfg)
+        _config_checks.check_train_config(cfg)
     with pytest.raises(ValueError, match="uv pip install wandb"):
-        _train.MetricSinks(_FakeRun(tmp_path), cfg)
+        _metrics.MetricSinks(_FakeRun(tmp_path), cfg)
 
 
 def test_wandb_enabled_logs_every_row(base, tmp_path, monkeypatch):
@@ -431,7 +431,7 @@ def test_wandb_enabled_logs_every_row(base, tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
     cfg = dataclasses.replace(base, wandb=True, tensorboard=False)
-    sinks = _train.MetricSinks(_FakeRun(tmp_path), cfg, tag={"optimizer": "sgd"})
+    sinks = _metrics.MetricSinks(_FakeRun(tmp_path), cfg, tag={"optimizer": "sgd"})
     sinks.write([{"step": 3, "loss": 2.5, "tokens": 384}])
     sinks.close()
     assert calls["init"][0]["mode"] == "offline" and calls["init"][0]["dir"] == str(tmp_path)
@@ -478,7 +478,7 @@ def test_paper_presets_follow_the_paper():
     assert round(noise.optim.warmup_frac * noise.steps) == 1000
     assert (noise.noise_every, noise.noise_samples) == (100, 512)
     for name in ("smoke", "quick"):
-        _train.check_train_config(PRESETS[name])
+        _config_checks.check_train_config(PRESETS[name])
 
 
 _EIGHT_DEVICES = """

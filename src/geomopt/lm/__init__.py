@@ -95,17 +95,25 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "Checkpoints",
         ],
         "_train": [
-            "MetricSinks",
             "NonFiniteLossError",
             "Trainer",
+            "train",
+        ],
+        "_optimizer": [
             "build_optimizer",
-            "check_train_config",
-            "device_peak_flops",
             "lr_schedule",
+        ],
+        "_sharding": [
             "make_mesh",
+        ],
+        "_metrics": [
+            "MetricSinks",
+            "device_peak_flops",
             "measured_matmul_flops",
             "peak_flops_per_device",
-            "train",
+        ],
+        "_config_checks": [
+            "check_train_config",
         ],
     },
 )

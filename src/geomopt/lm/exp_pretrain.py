@@ -161,7 +161,7 @@ def validate(cfg: TrainConfig) -> None:
     launch settings in the environment (:mod:`geomopt.lm._distributed`)."""
     import jax
 
-    from geomopt.lm._train import check_train_config
+    from geomopt.lm._config_checks import check_train_config
 
     check_train_config(cfg)
     if cfg.distributed:

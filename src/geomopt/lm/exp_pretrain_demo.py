@@ -104,7 +104,7 @@ def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
 def validate(cfg: DemoConfig) -> None:
     """Every field before the run folder exists: the demo's own fields here, then each run's
     :class:`TrainConfig` (model, data) through :func:`geomopt.lm.check_train_config`."""
-    from geomopt.lm._train import check_train_config
+    from geomopt.lm._config_checks import check_train_config
 
     if not cfg.optimizers:
         raise ValueError("optimizers=(): expected at least one optimiser")

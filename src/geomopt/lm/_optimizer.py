@@ -1,0 +1,104 @@
+"""The optimiser of a pretraining run: learning-rate schedules and the optax chain built from an
+:class:`OptimConfig` (Muon and friends on the matrices, AdamW on the rest, as the config says)."""
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from geomopt import optim
+from geomopt.lm._config import OptimConfig
+from geomopt.lm._model import param_label
+
+__all__ = ["build_optimizer", "lr_schedule"]
+
+
+def lr_schedule(kind: str, peak, total_steps: int, warmup_frac: float, decay_frac: float):
+    """The learning-rate schedule by name; ``peak`` may be a traced array."""
+    warmup = int(round(warmup_frac * total_steps))
+    if kind == "one_cycle":
+        return optim.one_cycle_schedule(peak, total_steps, warmup_frac=warmup_frac)
+    if kind == "wsd":
+        return optim.wsd_schedule(peak, total_steps, warmup, decay_frac)
+    if kind == "cosine":
+        return optim.cosine_schedule(peak, total_steps, warmup)
+    if kind == "constant":
+        return lambda step: peak * jnp.ones_like(jnp.asarray(step, jnp.float32))
+    raise ValueError(f"schedule {kind!r}: expected one_cycle, wsd, cosine or constant")
+
+
+def _matrix_mask(params):
+    return jax.tree_util.tree_map_with_path(lambda p, _: param_label(p) == "matrix", params)
+
+
+def _muon_label(params):
+    return jax.tree_util.tree_map_with_path(
+        lambda p, _: "muon" if param_label(p) == "matrix" else "adam", params
+    )
+
+
+def _registered_options(ocfg: OptimConfig) -> dict:
+    """The ``OptimConfig`` fields that the factory of a registered (not built-in) optimiser takes;
+    a weight decay it cannot take is refused, not dropped."""
+    if ocfg.algorithm not in optim.OPTIMIZERS:
+        raise ValueError(
+            f"optim.algorithm={ocfg.algorithm!r}: expected one of {sorted(optim.OPTIMIZERS)} "
+            "(register others with geomopt.optim.register_optimizer)"
+        )
+    factory = optim.OPTIMIZERS[ocfg.algorithm]
+    try:
+        takes = set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        takes = set()
+    given = dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, b1=ocfg.b1, b2=ocfg.b2)
+    kwargs = {k: v for k, v in given.items() if k in takes}
+    if "weight_decay" in takes:
+        kwargs["weight_decay"] = ocfg.weight_decay
+        if "mask" in takes:
+            kwargs["mask"] = _matrix_mask
+    elif ocfg.weight_decay:
+        raise ValueError(
+            f"optim.weight_decay={ocfg.weight_decay!r}: optimiser {ocfg.algorithm!r} takes no "
+            "weight_decay; expected 0"
+        )
+    return kwargs
+
+
+def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.GradientTransformation:
+    """The optax transformation of ``ocfg`` (``lr`` overrides ``ocfg.lr``; may be traced, so
+    one compiled step serves several learning rates)."""
+    lr = ocfg.lr if lr is None else lr
+    sched = lr_schedule(ocfg.schedule, lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac)
+    wd = ocfg.weight_decay
+    decay = dict(weight_decay=wd, mask=_matrix_mask)
+    if ocfg.algorithm == "muon":
+        adam_sched = lr_schedule(
+            ocfg.schedule, ocfg.adam_lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac
+        )
+    # the options of each algorithm's factory in geomopt.optim.OPTIMIZERS
+    options = {
+        "adamw": lambda: dict(b1=ocfg.b1, b2=ocfg.b2, **decay),
+        "sgd": lambda: dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, **decay),
+        "sign_sgd": lambda: decay,
+        "signum": lambda: dict(momentum=ocfg.momentum, **decay),
+        "muon": lambda: dict(
+            momentum=ocfg.momentum,
+            nesterov=ocfg.nesterov,
+            weight_decay=wd,
+            adam_learning_rate=adam_sched,
+            adam_b1=ocfg.b1,
+            adam_b2=ocfg.b2,
+            label_fn=_muon_label,
+        ),
+    }
+    if ocfg.algorithm in options:
+        kwargs = options[ocfg.algorithm]()
+    else:
+        kwargs = _registered_options(ocfg)
+    tx = optim.make_optimizer(ocfg.algorithm, sched, **kwargs)
+    if ocfg.clip > 0:
+        tx = optax.chain(optax.clip_by_global_norm(ocfg.clip), tx)
+    return tx
