@@ -12,17 +12,10 @@ import pytest
 from hilbertcurve.hilbertcurve import HilbertCurve
 
 from geomopt.canon._classify import fit, train_models
+from geomopt.canon._factory import make_model, prepare_inputs
+from geomopt.canon._layers import official_hilbert_order, official_quantize, point_dropout
 from geomopt.canon._model_config import ORDER_PRESETS, ModelConfig, TrainConfig, model_config
-from geomopt.canon._models import (
-    CanonMLP,
-    DeepSets,
-    PermutationSampleAverage,
-    make_model,
-    official_hilbert_order,
-    official_quantize,
-    point_dropout,
-    prepare_inputs,
-)
+from geomopt.canon._models import CanonMLP, DeepSets, PermutationSampleAverage
 from geomopt.canon._transformer import SerializedTransformer, serializations
 
 P, D, C = 8, 3, 3
@@ -289,7 +282,7 @@ def test_bad_input(key, cloud):
 
 @pytest.mark.parametrize("kind", ["hilbert", "transformer_morton", "rot_skew"])
 def test_training_model_on_prepared_inputs_is_the_model(key, cloud, kind):
-    from geomopt.canon._models import training_model
+    from geomopt.canon._factory import training_model
 
     cfg = ModelConfig(
         **{**CFG.__dict__, "dropout": 0.0, "point_dropout": 0.0, "input_dropout": 0.0}

@@ -55,9 +55,13 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "CanonMLP",
             "DeepSets",
             "PermutationSampleAverage",
-            "make_model",
+        ],
+        "_layers": [
             "official_hilbert_order",
             "point_dropout",
+        ],
+        "_factory": [
+            "make_model",
             "prepare_inputs",
         ],
         "_transformer": [

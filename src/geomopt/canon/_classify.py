@@ -11,7 +11,7 @@ All seeds of one setting train together: the models are stacked (``eqx.filter_vm
 keys) and one jitted loop runs every seed's steps. Hyperparameters (lr, weight decay, label
 smoothing, dropout rates), the number of clouds and the stride are traced values, so one
 compilation serves every stride, and the lex / Hilbert / Morton / unsorted MLPs (whose inputs are
-put in canonical order once, by :func:`geomopt.canon._models.prepare_inputs`) share one.
+put in canonical order once, by :func:`geomopt.canon._factory.prepare_inputs`) share one.
 
 Reported per seed: test accuracy; train accuracy of the final model in evaluation mode on the
 clouds it trained on (``train_acc``); the official code's train accuracy, i.e. the running
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from geomopt.canon._factory import prepare_inputs, trainable_filter, training_model
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig, model_config
-from geomopt.canon._models import prepare_inputs, trainable_filter, training_model
 
 __all__ = ["TrainConfig", "init_models", "train_models", "predict", "fit", "hyperparams"]
 

@@ -37,154 +37,23 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from geomopt.canon._curves import hilbert_index, morton_index
-from geomopt.canon._model_config import MODEL_KINDS, ModelConfig
-from geomopt.canon._orders import lex_order, normalize_cloud, sort_by_words
+from geomopt.canon._layers import (
+    CANON_ORDERS,
+    FourierMap,
+    ResidualBlock,
+    check_cloud,
+    check_rate,
+    default_rates,
+    dropout,
+    model_order,
+    point_dropout,
+)
+from geomopt.canon._model_config import ModelConfig
+from geomopt.canon._orders import normalize_cloud
 
-__all__ = [
-    "MODEL_KINDS",
-    "ModelConfig",
-    "FourierMap",
-    "ResidualBlock",
-    "CanonMLP",
-    "PermutationSampleAverage",
-    "DeepSets",
-    "make_model",
-    "point_dropout",
-    "dropout",
-    "official_quantize",
-    "official_hilbert_order",
-    "model_order",
-    "prepare_inputs",
-    "default_rates",
-    "trainable_filter",
-    "training_model",
-]
-
-CANON_ORDERS = ("identity", "lex", "hilbert", "morton")
-
-
-def _check_cloud(x, n_points: int, d: int, who: str) -> None:
-    if x.ndim != 2 or x.shape != (n_points, d):
-        raise ValueError(
-            f"{who}: cloud of shape {x.shape}; expected one cloud ({n_points}, {d}) "
-            "(vmap over a batch)"
-        )
-
-
-def _check_rate(name: str, p: float) -> None:
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"{name} {p!r}: expected a probability in [0, 1)")
-
-
-def dropout(h: Array, rate, key: PRNGKeyArray | None) -> Array:
-    """Inverted elementwise dropout with a possibly traced ``rate``; identity without ``key``."""
-    if key is None:
-        return h
-    keep = jax.random.bernoulli(key, 1.0 - rate, h.shape)
-    return jnp.where(keep, h / (1.0 - rate), jnp.zeros_like(h))
-
-
-def point_dropout(h: Float[Array, "P F"], rate, key: PRNGKeyArray | None) -> Float[Array, "P F"]:
-    """Drop whole points (``torch.nn.Dropout1d`` over the point axis, as the official model):
-    zero each point's features with probability ``rate``, scale the kept ones by
-    ``1 / (1 - rate)``. Identity when ``key`` is None."""
-    if key is None:
-        return h
-    keep = jax.random.bernoulli(key, 1.0 - rate, (h.shape[0], 1))
-    return jnp.where(keep, h / (1.0 - rate), jnp.zeros_like(h))
-
-
-def official_quantize(x: Float[Array, "P d"], bits: int) -> Array:
-    """Grid cells of the official training-time Hilbert order: ``floor(X * 2**bits)`` clamped to
-    ``2**bits - 1`` (``space_filling_pytorch`` with ``space_size = 2**bits``) on ``X`` in
-    ``[0, 1]``."""
-    cells = jnp.maximum(jnp.floor(x * 2.0**bits), 0.0)
-    # the clamp is a select, not a clip to the float 2**bits - 1: at bits = 32 that bound is not
-    # a float32 and not a jitted int32 argument
-    full = cells >= 2.0**bits
-    return jnp.where(full, np.uint32(2**bits - 1), cells.astype(jnp.uint32))
-
-
-def official_hilbert_order(x: Float[Array, "P d"], bits: int = 12) -> Array:
-    """The official training-time Hilbert order of a normalised cloud.
-
-    ``space_filling_pytorch``'s Hilbert code equals ``hilbertcurve``'s ``HilbertCurve(bits, 3)``
-    on the axes taken in the order (z, x, y) (canon.md); in ``d`` dimensions the last axis is
-    moved first likewise. Cells from :func:`official_quantize`; ties keep the input order.
-    Official in 3-D only (tested against ``hilbertcurve`` there).
-    """
-    q = official_quantize(x, bits)
-    q = jnp.concatenate([q[..., -1:], q[..., :-1]], axis=-1)
-    return sort_by_words(hilbert_index(q, bits))
-
-
-def model_order(name: str, xn: Float[Array, "P d"], bits: int) -> Array:
-    """The permutation of the normalised cloud ``xn`` used by the MLPs for order ``name``."""
-    if name == "identity":
-        return jnp.arange(xn.shape[-2], dtype=jnp.int32)
-    if name == "lex":
-        return lex_order(xn)
-    if name == "hilbert":
-        return official_hilbert_order(xn, bits)
-    if name == "morton":
-        q = official_quantize(xn, bits)
-        return sort_by_words(morton_index(q, bits))
-    raise ValueError(f"order {name!r}: expected one of {CANON_ORDERS}")
-
-
-class FourierMap(eqx.Module):
-    """The official ``FourierFeatureMap``: ``[sin(2 pi x B), cos(2 pi x B)]`` with a fixed
-    ``B ~ N(0, scale^2)`` of shape ``d x (n_bands d)`` (a buffer: never trained, see
-    :func:`trainable_filter`)."""
-
-    B: Float[Array, "d F"]
-
-    def __init__(self, d: int, n_bands: int, scale: float, *, key):
-        if not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"fourier_scale {scale!r}: expected a finite positive number")
-        if not isinstance(n_bands, int) or n_bands < 1:
-            raise ValueError(f"n_bands {n_bands!r}: expected a positive integer")
-        self.B = scale * jax.random.normal(key, (d, n_bands * d))
-
-    def __call__(self, x: Float[Array, " d"]) -> Float[Array, " F2"]:
-        proj = (2 * jnp.pi * x) @ jax.lax.stop_gradient(self.B)
-        return jnp.concatenate([jnp.sin(proj), jnp.cos(proj)])
-
-
-class ResidualBlock(eqx.Module):
-    """The official ``MLPResidualBlock``: ``skip(h) + dropout(GELU(Linear(LayerNorm(h))))``,
-    ``skip`` linear when the width changes, the identity otherwise. GELU is the exact (erf) one,
-    as ``torch.nn.GELU``."""
-
-    norm: eqx.nn.LayerNorm
-    linear: eqx.nn.Linear
-    skip: eqx.nn.Linear | None
-
-    def __init__(self, n_in: int, n_out: int, *, key):
-        k1, k2 = jax.random.split(key)
-        self.norm = eqx.nn.LayerNorm(n_in)
-        self.linear = eqx.nn.Linear(n_in, n_out, key=k1)
-        self.skip = eqx.nn.Linear(n_in, n_out, key=k2) if n_in != n_out else None
-
-    def __call__(self, h: Array, rate, key: PRNGKeyArray | None) -> Array:
-        out = dropout(jax.nn.gelu(self.linear(self.norm(h)), approximate=False), rate, key)
-        return (h if self.skip is None else self.skip(h)) + out
-
-
-def default_rates(cfg: ModelConfig) -> dict[str, float]:
-    """The dropout probabilities of ``cfg`` as the ``rates`` mapping of ``apply``."""
-    for n in ("dropout", "point_dropout", "input_dropout"):
-        _check_rate(n, getattr(cfg, n))
-    return {
-        "dropout": cfg.dropout,
-        "point_dropout": cfg.point_dropout,
-        "input_dropout": cfg.input_dropout,
-    }
-
+__all__ = ["CanonMLP", "DeepSets", "PermutationSampleAverage"]
 
 class CanonMLP(eqx.Module):
     """The official canonized MLP (see the module docstring); ``order="identity"`` is the
@@ -220,7 +89,7 @@ class CanonMLP(eqx.Module):
 
     def canonical(self, x: Float[Array, "P d"]) -> Float[Array, "P d"]:
         """The normalised cloud in this model's canonical order."""
-        _check_cloud(x, self.n_points, self.d, "CanonMLP")
+        check_cloud(x, self.n_points, self.d, "CanonMLP")
         xn = normalize_cloud(x, "per_axis")
         return xn[model_order(self.order, xn, self.bits)]
 
@@ -272,7 +141,7 @@ class PermutationSampleAverage(eqx.Module):
         return jnp.mean(logits, axis=0)
 
     def __call__(self, x: Float[Array, "P d"], *, key: PRNGKeyArray | None = None) -> Array:
-        _check_cloud(x, self.base.n_points, self.base.d, "PermutationSampleAverage")
+        check_cloud(x, self.base.n_points, self.base.d, "PermutationSampleAverage")
         return self.apply(normalize_cloud(x, "per_axis"), key=key)
 
 
@@ -295,7 +164,7 @@ class DeepSets(eqx.Module):
             2 * cfg.n_bands * d, w, w, cfg.deepsets_depth, activation=gelu, key=kp
         )
         self.rho = eqx.nn.MLP(w, n_classes, w, 1, activation=gelu, key=kr)
-        _check_rate("point_dropout", cfg.point_dropout)
+        check_rate("point_dropout", cfg.point_dropout)
         self.point_rate, self.n_points, self.d = float(cfg.point_dropout), n_points, d
 
     def apply(self, xn: Float[Array, "P d"], *, key=None, rates=None) -> Array:
@@ -305,100 +174,5 @@ class DeepSets(eqx.Module):
         return self.rho(jnp.mean(h, axis=0))
 
     def __call__(self, x: Float[Array, "P d"], *, key: PRNGKeyArray | None = None) -> Array:
-        _check_cloud(x, self.n_points, self.d, "DeepSets")
+        check_cloud(x, self.n_points, self.d, "DeepSets")
         return self.apply(normalize_cloud(x, "per_axis"), key=key)
-
-
-def make_model(
-    kind: str, n_points: int, d: int, n_classes: int, cfg: ModelConfig, *, key
-) -> eqx.Module:
-    """Build model ``kind`` (one of :data:`MODEL_KINDS`) for clouds ``(n_points, d)``."""
-    if kind in ("lex", "hilbert", "morton"):
-        return CanonMLP(n_points, d, n_classes, cfg, order=kind, key=key)
-    if kind == "unsorted":
-        return CanonMLP(n_points, d, n_classes, cfg, order="identity", key=key)
-    if kind == "perm_sample_avg":
-        return PermutationSampleAverage(n_points, d, n_classes, cfg, key=key)
-    if kind == "deepsets":
-        return DeepSets(n_points, d, n_classes, cfg, key=key)
-    if kind.startswith("transformer_") and kind in MODEL_KINDS:
-        from geomopt.canon._transformer import SerializedTransformer
-
-        return SerializedTransformer(
-            n_points, d, n_classes, cfg, serialization=kind.removeprefix("transformer_"), key=key
-        )
-    if kind.startswith("rot_") and kind in MODEL_KINDS:
-        from geomopt.canon._rotations import RotationClassifier
-
-        return RotationClassifier(
-            n_points, d, n_classes, cfg, canon=kind.removeprefix("rot_"), key=key
-        )
-    raise ValueError(f"model kind {kind!r}: expected one of {MODEL_KINDS}")
-
-
-def training_model(kind: str, n_points: int, d: int, n_classes: int, cfg, *, key) -> eqx.Module:
-    """The model whose ``apply`` consumes :func:`prepare_inputs` (``kind``'s architecture; the
-    canonized MLPs are built with the identity order since their inputs come pre-sorted, so that
-    all four share one compiled training step; likewise the PCA / skewness rotation models and
-    the four transformer serializations)."""
-    if kind in ("lex", "hilbert", "morton"):
-        return CanonMLP(n_points, d, n_classes, cfg, order="identity", key=key)
-    if kind in ("rot_pca", "rot_skew"):  # inputs come canonized: same network as rot_none
-        return make_model("rot_none", n_points, d, n_classes, cfg, key=key)
-    if kind.startswith("transformer_"):  # serializations come with the inputs: one network
-        return make_model("transformer_lex", n_points, d, n_classes, cfg, key=key)
-    return make_model(kind, n_points, d, n_classes, cfg, key=key)
-
-
-@jax.jit
-def _normalize_all(x):
-    return normalize_cloud(x, "per_axis")
-
-
-def prepare_inputs(kind: str, x, cfg: ModelConfig, *, seed: int = 0, chunk: int = 4096):
-    """What ``training_model(kind).apply`` takes, for every cloud of ``x`` ``(N, P, d)``: the
-    normalised cloud in ``kind``'s canonical order (MLPs), the normalised cloud (group average,
-    DeepSets), or the normalised cloud and its two serializations (transformers)."""
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"model kind {kind!r}: expected one of {MODEL_KINDS}")
-    x = jnp.asarray(x, jnp.float32)
-    if x.ndim != 3:
-        raise ValueError(f"clouds of shape {x.shape}: expected (N, P, d)")
-    if not bool(jnp.isfinite(x).all()):
-        raise ValueError("clouds contain non-finite coordinates")
-    if kind.startswith("rot_"):
-        from geomopt.canon._rotations import canonize_rotation
-
-        # lax.map, not vmap: under jit(vmap) skew_frame gave a different third axis than one
-        # cloud at a time (seen on CPU, jax 0.10.2); lax.map matches the unbatched result
-        f = jax.jit(
-            lambda z: jax.lax.map(lambda c: canonize_rotation(kind.removeprefix("rot_"), c), z)
-        )
-        return jnp.concatenate([f(x[i : i + chunk]) for i in range(0, len(x), chunk)])
-    xn = _normalize_all(x)
-    if kind in ("lex", "hilbert", "morton", "unsorted"):
-        order = "identity" if kind == "unsorted" else kind
-        if order == "identity":
-            return xn
-        f = jax.jit(jax.vmap(lambda c: c[model_order(order, c, cfg.bits)]))
-        return jnp.concatenate([f(xn[i : i + chunk]) for i in range(0, len(xn), chunk)])
-    if kind.startswith("transformer_"):
-        from geomopt.canon._transformer import serializations
-
-        ser = kind.removeprefix("transformer_")
-        perms = serializations(ser, xn, cfg.bits, seed=seed)
-        return (xn, perms)
-    return xn
-
-
-def trainable_filter(model) -> object:
-    """``eqx.partition`` filter: every inexact array except the fixed Fourier matrices."""
-    return jax.tree_util.tree_map(
-        lambda n: (
-            jax.tree_util.tree_map(lambda _: False, n)
-            if isinstance(n, FourierMap)
-            else eqx.is_inexact_array(n)
-        ),
-        model,
-        is_leaf=lambda n: isinstance(n, FourierMap),
-    )

@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from geomopt.canon._layers import dropout
 from geomopt.canon._model_config import ModelConfig
-from geomopt.canon._models import dropout
 from geomopt.canon._orders import lex_order
 
 __all__ = [

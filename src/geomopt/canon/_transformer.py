@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from geomopt.canon._layers import check_cloud, check_rate, dropout, model_order
 from geomopt.canon._model_config import ModelConfig
-from geomopt.canon._models import _check_cloud, _check_rate, dropout, model_order
 from geomopt.canon._orders import normalize_cloud
 
 __all__ = ["SERIALIZATIONS", "serializations", "WindowBlock", "SerializedTransformer"]
@@ -120,7 +120,7 @@ class SerializedTransformer(eqx.Module):
             raise ValueError(f"tf_window {w!r}: expected a positive divisor of n_points {n_points}")
         if cfg.tf_dim % cfg.tf_heads:
             raise ValueError(f"tf_dim {cfg.tf_dim} is not divisible by tf_heads {cfg.tf_heads}")
-        _check_rate("dropout", cfg.dropout)
+        check_rate("dropout", cfg.dropout)
         ke, kh, *kb = jax.random.split(key, cfg.tf_depth + 2)
         self.embed = eqx.nn.MLP(d, cfg.tf_dim, 64, 1, activation=jax.nn.gelu, key=ke)
         self.blocks = tuple(WindowBlock(cfg.tf_dim, cfg.tf_heads, key=k) for k in kb)
@@ -141,6 +141,6 @@ class SerializedTransformer(eqx.Module):
         return self.head(self.norm(jnp.max(h, axis=0)))
 
     def __call__(self, x: Float[Array, "P d"], *, key: PRNGKeyArray | None = None) -> Array:
-        _check_cloud(x, self.n_points, self.d, "SerializedTransformer")
+        check_cloud(x, self.n_points, self.d, "SerializedTransformer")
         xn = normalize_cloud(x, "per_axis")
         return self.apply((xn, serializations(self.serialization, xn, self.bits)), key=key)
