@@ -3,7 +3,7 @@
 import sys
 
 from geomopt.experiment import main
-from geomopt.gfm.exp_digits import EXPERIMENT
+from geomopt.latent.exp_digits import EXPERIMENT
 
 if __name__ == "__main__":
     sys.exit(main(EXPERIMENT))

@@ -3,7 +3,7 @@
 import sys
 
 from geomopt.experiment import main
-from geomopt.gfm.exp_shapes import EXPERIMENT
+from geomopt.latent.exp_shapes import EXPERIMENT
 
 if __name__ == "__main__":
     sys.exit(main(EXPERIMENT))

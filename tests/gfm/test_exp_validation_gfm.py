@@ -6,14 +6,8 @@ import re
 import pytest
 
 from geomopt.experiment import parse
-from geomopt.gfm import (
-    exp_digits,
-    exp_paths,
-    exp_shapes,
-    exp_sigma_sweep,
-    exp_torus_metrics,
-    exp_train_score,
-)
+from geomopt.gfm import exp_paths, exp_sigma_sweep, exp_torus_metrics, exp_train_score
+from geomopt.latent import exp_digits, exp_shapes
 
 TRAIN = exp_train_score.EXPERIMENT
 PATHS = exp_paths.EXPERIMENT

@@ -1,4 +1,6 @@
-"""Latent-interpolation applications of GFM (issue 14): 3-D shapes with known ground truth, digits.
+"""The data of the latent-interpolation experiments: 3-D shapes with known ground truth, digits.
+The method and the experiments that use these are in :mod:`geomopt.latent` (above this package
+and :mod:`geomopt.gfm`).
 
 - :mod:`._family`: parametric solids (superquadric, torus, capsule, box), SDFs, marching-cubes
   meshes, surface sampling, and :func:`fit_family` (the closest family member to a cloud).
@@ -6,11 +8,6 @@
   F-score / coverage).
 - :mod:`._model`: point-cloud encoder + SDF decoder (Equinox), its training, and decoding to
   meshes; the latent EDM denoiser's training.
-- :mod:`._interp`: every interpolation method on latents (GFM, Jacobian, Stein, RBF, LAND,
-  linear, SLERP) behind one interface, with the official noise / denoise pipeline and the
-  clean endpoints pinned for every method.
-- :mod:`._study`: one comparison of those methods over seeds (prepare -> interpolate ->
-  score -> mean and 95 % interval), which the shapes and digits experiments declare.
 - :mod:`._io`: users' own meshes and point clouds (``.obj`` / ``.off`` / ``.ply`` / ``.npy``).
 - :mod:`._digits`: scikit-learn's 8x8 digits, a feature classifier and the image metrics
   (PPL, PDV, quality, FID) with the substitutes it makes possible.
@@ -42,25 +39,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "path_scores",
             "perceptual_distance",
             "train_classifier",
-        ],
-        "_interp": [
-            "METHODS",
-            "NOISED",
-            "REGISTRY",
-            "Method",
-            "Problem",
-            "Settings",
-            "adam_energy",
-            "heun_denoise",
-            "interpolate_all",
-            "slerp",
-        ],
-        "_study": [
-            "Study",
-            "Trial",
-            "error_bars",
-            "run_study",
-            "summarise",
         ],
         "_io": [
             "evaluate_folders",

@@ -1,13 +1,13 @@
 """``gfm/digits``: interpolation between real images (scikit-learn's 8x8 digits) of different
 classes, with an EDM denoiser in pixel space (64-d) and every method.
 
-The pipeline is the latent one (:mod:`geomopt.shapes._interp`) with the official image
+The pipeline is the latent one (:mod:`geomopt.latent._interp`) with the official image
 settings where they apply (sigma 0.5, lambda 1, Adam lr 0.01 / 800 iterations for the Adam
 solvers, 18 Heun denoising steps); the metrics are the official image metrics with substitutes
 computed by a small classifier trained here (:mod:`geomopt.shapes._digits`): PPL, PDV, a
 no-reference quality score and FID of the inner frames against the data, all in its feature
 space. Every method's frames start and end at the same two real digits. This file only
-declares the comparison (:func:`_study`); :mod:`geomopt.shapes._study` runs it over
+declares the comparison (:func:`_study`); :mod:`geomopt.latent._study` runs it over
 ``n_seeds`` seeds (split, models, pairs and noise each) and reports means with 95 % intervals
 over seeds.
 
@@ -71,7 +71,7 @@ class DigitsConfig:
     ablations: tuple[str, ...] = ()
     """GFM again with one setting changed, on the same models, pairs and noise draw, as rows
     ``gfm@<spec>`` with paired differences to ``gfm`` (``field=value``, field one of sigma,
-    lam, residual; :mod:`geomopt.shapes._study`). The ``ablate`` preset runs a set of them."""
+    lam, residual; :mod:`geomopt.latent._study`). The ``ablate`` preset runs a set of them."""
     seed: int = 0
     """First seed of the split, training, pairs and noise."""
     n_seeds: int = 3
@@ -109,7 +109,7 @@ def validate(cfg: DigitsConfig) -> None:
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
     check_names(cfg, "methods", ALL_METHODS)
-    from geomopt.shapes._study import check_ablations  # NumPy only
+    from geomopt.latent._study import check_ablations  # NumPy only
 
     check_ablations(cfg)
 
@@ -172,13 +172,13 @@ HEADLINE = ("PPL", "PDV", "FID", "quality")
 
 
 def _study(cfg: DigitsConfig, run: Run):
-    """The comparison of :mod:`geomopt.shapes._study`, declared for digits."""
+    """The comparison of :mod:`geomopt.latent._study`, declared for digits."""
     import jax
     import numpy as np
 
     from geomopt.diffusion import sample_pf_ode
+    from geomopt.latent._study import Study, Trial, quality_ratio
     from geomopt.shapes import _digits as dg
-    from geomopt.shapes._study import Study, Trial, quality_ratio
 
     x, y = dg.load_digits()
     inner = list(range(1, cfg.n_points - 1))
@@ -223,7 +223,7 @@ def _study(cfg: DigitsConfig, run: Run):
 
 
 def run(cfg: DigitsConfig, run: Run) -> dict[str, float]:
-    from geomopt.shapes._study import apply_quality_bar, run_study
+    from geomopt.latent._study import apply_quality_bar, run_study
 
     headline = run_study(_study(cfg, run), cfg, run)
     apply_quality_bar(headline, cfg.quality_factor, "denoiser samples' FID", run)
@@ -241,8 +241,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
+    from geomopt.latent._study import error_bars
     from geomopt.runs import read_run
-    from geomopt.shapes._study import error_bars
 
     rec = read_run(run_dir)
     methods = rec.details["methods"]

@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from geomopt.shapes import _interp as itp
-from geomopt.shapes import _study as st
+from geomopt.latent import _interp as itp
+from geomopt.latent import _study as st
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,8 +10,8 @@ import pytest
 
 from geomopt.diffusion import DenoiserConfig, EDMDenoiser
 from geomopt.experiment import execute, plot_run
-from geomopt.gfm.exp_shapes import EXPERIMENT, ShapesConfig, validate
-from geomopt.shapes import _interp as itp
+from geomopt.latent import _interp as itp
+from geomopt.latent.exp_shapes import EXPERIMENT, ShapesConfig, validate
 
 
 @pytest.mark.slow  # ~1 min on an idle 2-core machine: every method compiles its solver
@@ -60,7 +60,7 @@ def test_smoke_run_layout_headline_and_plot(tmp_path):
 
 
 def test_fit_subset_is_seeded_and_shared_by_every_method():
-    from geomopt.shapes._study import fit_subset
+    from geomopt.latent._study import fit_subset
 
     a = fit_subset(256, 64, seed=3)
     assert len(a) == 64 and len(set(a)) == 64 and (np.diff(a) > 0).all() and a.max() < 256
@@ -73,9 +73,9 @@ def test_fit_subset_is_seeded_and_shared_by_every_method():
 
 def test_score_fits_the_same_subset_for_every_method(monkeypatch):
     # _score_shapes fits exactly the seed's subset (of the decoded shapes), whatever the method
-    from geomopt.gfm import exp_shapes
+    from geomopt.latent import exp_shapes
+    from geomopt.latent._study import fit_subset
     from geomopt.shapes import _family as fam
-    from geomopt.shapes._study import fit_subset
 
     cfg = ShapesConfig(n_eval_points=16, n_surface=32, family_fit_max=5)
     rng = np.random.default_rng(0)
@@ -102,7 +102,7 @@ def test_score_fits_the_same_subset_for_every_method(monkeypatch):
 
 
 def test_quality_ratio_and_flag_come_from_the_numbers_they_claim():
-    from geomopt.shapes._study import apply_quality_bar, quality_ratio, summarise
+    from geomopt.latent._study import apply_quality_bar, quality_ratio, summarise
 
     class _Run:
         lines: list = []
@@ -207,7 +207,7 @@ def test_settings_of_a_config_take_its_fields():
 def test_summarise_gives_mean_and_t_interval_over_seeds_and_explains_nan():
     from scipy import stats
 
-    from geomopt.shapes._study import summarise
+    from geomopt.latent._study import summarise
 
     vals = [1.0, 2.0, 4.0]
     per_seed = [{"gfm": {"CD": v, "HD": v if i else math.nan}} for i, v in enumerate(vals)]

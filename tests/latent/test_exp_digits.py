@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from geomopt.experiment import execute, plot_run
-from geomopt.gfm.exp_digits import EXPERIMENT, DigitsConfig, _pairs, validate
+from geomopt.latent.exp_digits import EXPERIMENT, DigitsConfig, _pairs, validate
 from geomopt.shapes import _digits as dg
 
 

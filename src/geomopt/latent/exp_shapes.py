@@ -4,13 +4,13 @@ A parametric family of solids (superquadrics, tori, capsules, rounded boxes;
 :mod:`geomopt.shapes`) replaces ShapeNet (no download here). A point-cloud encoder / SDF decoder
 is trained on family members, an unconditional EDM denoiser on their standardised latents, and
 pairs of clean model samples are interpolated by every method with the official pipeline
-(:mod:`geomopt.shapes._interp`: noise at sigma 0.3, solve, 5 Heun steps to 0.002, the clean
+(:mod:`geomopt.latent._interp`: noise at sigma 0.3, solve, 5 Heun steps to 0.002, the clean
 endpoints pinned for every method, decode, marching cubes). The inner waypoints (steps 3-6 of
 10) are scored against reference family shapes with the official set-level metrics (CD, HD,
 F-score, COV), and every decoded shape gets a ground-truth off-family distance: the RMS SDF of
 the closest family member (fitted class, parameters and translation) at its surface points,
 divided by the shape's radius (the normalised frame of the metrics). This file only declares
-the comparison (:func:`_study`); :mod:`geomopt.shapes._study` runs it over ``n_seeds`` seeds
+the comparison (:func:`_study`); :mod:`geomopt.latent._study` runs it over ``n_seeds`` seeds
 (models, pairs and noise each) and reports means with 95 % intervals over seeds.
 
     uv run experiments/gfm/shapes.py [smoke|quick|paper] [--field value ...]
@@ -94,7 +94,7 @@ class ShapesConfig:
     ablations: tuple[str, ...] = ()
     """GFM again with one setting changed, on the same models, pairs and noise draw, as rows
     ``gfm@<spec>`` with paired differences to ``gfm`` (``field=value``, field one of sigma,
-    lam, residual; :mod:`geomopt.shapes._study`). The ``ablate`` preset runs a set of them."""
+    lam, residual; :mod:`geomopt.latent._study`). The ``ablate`` preset runs a set of them."""
     seed: int = 0
     """First seed of shapes, training, references, endpoint samples and noise."""
     n_seeds: int = 3
@@ -102,7 +102,7 @@ class ShapesConfig:
     headline number is their mean with a 95 % t-interval (``/ci_lo``, ``/ci_hi``)."""
     family_fit_max: int = 256
     """At most this many of a row's decoded shapes get the off-family fit: a random subset,
-    drawn from the seed (:func:`geomopt.shapes._study.fit_subset`), the same pair and waypoint
+    drawn from the seed (:func:`geomopt.latent._study.fit_subset`), the same pair and waypoint
     indices for every method of a seed; ``family_dist`` is then the mean over that subset (an
     approximation of the mean over all, whose sampling spread is inside the interval over
     seeds). The set metrics always use every shape. Quick: 64 pairs x 4 waypoints = 256, all."""
@@ -136,7 +136,7 @@ def validate(cfg: ShapesConfig) -> None:
     check_nonnegative(cfg, "lam")
     check_one_of(cfg, "residual", ("hypersphere", "euclidean"))
     check_names(cfg, "methods", ALL_METHODS)
-    from geomopt.shapes._study import check_ablations  # NumPy only
+    from geomopt.latent._study import check_ablations  # NumPy only
 
     check_ablations(cfg)
     if cfg.n_eval_points > cfg.n_surface:
@@ -236,9 +236,9 @@ def _score_shapes(clouds, ok, ref_clouds, cfg: ShapesConfig, seed: int) -> dict[
     of them; NaN if none decoded) and the share of failed decodes."""
     import numpy as np
 
+    from geomopt.latent._study import fit_subset
     from geomopt.shapes import _family as fam
     from geomopt.shapes import _metrics as met
-    from geomopt.shapes._study import fit_subset
 
     gen = met.prepare_clouds(clouds, cfg.n_eval_points, seed=seed)
     m = met.set_metrics(met.chamfer_matrix(gen, ref_clouds))
@@ -283,15 +283,15 @@ def _heldout_reconstruction(ae, ref_meshes, ref_raw, cfg: ShapesConfig, seed: in
 
 
 def _study(cfg: ShapesConfig, run: Run):
-    """The comparison of :mod:`geomopt.shapes._study`, declared for shapes."""
+    """The comparison of :mod:`geomopt.latent._study`, declared for shapes."""
     import jax
     import numpy as np
 
     from geomopt.diffusion import sample_pf_ode
+    from geomopt.latent._study import Study, Trial, quality_ratio
     from geomopt.shapes import _family as fam
     from geomopt.shapes import _metrics as met
     from geomopt.shapes import _model as mdl
-    from geomopt.shapes._study import Study, Trial, quality_ratio
 
     def prepare(seed: int) -> Trial:
         ae, edm, lat = _models(cfg, run, seed)
@@ -355,11 +355,11 @@ FLOOR_HEADLINE = ("family_dist", "sample_ratio", "ae_heldout_cd", "ae_heldout_fl
 ``endpoints/family_dist``, and the quality bar's ``quality/sample_ratio`` (endpoints over
 reconstruction, per seed), ``quality/ae_heldout_cd`` with its sampling floor
 ``quality/ae_heldout_floor``, ``quality/ae_heldout_failed``; with
-``quality/factor`` and ``quality/ok`` (:func:`geomopt.shapes._study.apply_quality_bar`)."""
+``quality/factor`` and ``quality/ok`` (:func:`geomopt.latent._study.apply_quality_bar`)."""
 
 
 def run(cfg: ShapesConfig, run: Run) -> dict[str, float]:
-    from geomopt.shapes._study import apply_quality_bar, run_study
+    from geomopt.latent._study import apply_quality_bar, run_study
 
     headline = run_study(_study(cfg, run), cfg, run)
     apply_quality_bar(headline, cfg.quality_factor, "latent EDM samples' family distance", run)
@@ -377,8 +377,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
+    from geomopt.latent._study import error_bars
     from geomopt.runs import read_run
-    from geomopt.shapes._study import error_bars
 
     rec = read_run(run_dir)
     table = rec.details["table"]

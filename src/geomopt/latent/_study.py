@@ -2,7 +2,7 @@
 
 For each seed (``cfg.seed``, ``cfg.seed + 1``, ...; the unit of replication: its own models,
 endpoint pairs and noise), :func:`run_study` prepares a :class:`Trial` (the experiment's
-models and endpoints), runs every method of :mod:`geomopt.shapes._interp` on it (noise ->
+models and endpoints), runs every method of :mod:`geomopt.latent._interp` on it (noise ->
 solve -> denoise, clean endpoints pinned), scores each method's paths and the experiment's
 floors (reference rows such as the autoencoder's reconstructions), and logs one row per seed
 and method. The headline is the mean over seeds of each declared metric with its 95 %
@@ -285,7 +285,7 @@ def _one_seed(
 def run_study(study: Study, cfg: Any, run: Any) -> dict[str, float]:
     """Every seed of ``study`` with the methods and settings of ``cfg`` (fields ``methods``,
     ``seed``, ``n_seeds``, optionally ``ablations``, and those of
-    :class:`geomopt.shapes._interp.Settings`); logs a row per seed and method (floors and
+    :class:`geomopt.latent._interp.Settings`); logs a row per seed and method (floors and
     ablations included) to ``run`` and returns the headline (module docstring).
     ``run.details``: ``table`` (means over seeds), ``per_seed``, ``methods``, ``ablations``
     (row names), ``seeds``."""
