@@ -47,30 +47,7 @@ def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str
     return graph
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """A cycle of ``graph`` as a list of nodes (first repeated last), or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    stack: list[str] = []
-
-    def visit(node):
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (cycle := visit(node)):
-            return cycle
-    return None
-
-
-def test_import_graph_of_the_package_is_acyclic():
+def test_import_graph_of_the_package_is_acyclic(find_cycle):
     graph = import_graph()
     assert len(graph) >= 20 and f"{PACKAGE}._gfm" in graph[f"{PACKAGE}._continuation"]
     cycle = find_cycle(graph)
@@ -89,7 +66,7 @@ def test_layers_point_down():
 
 
 @pytest.mark.parametrize("where", ["module", "function"])
-def test_a_circle_is_found(tmp_path, where):
+def test_a_circle_is_found(tmp_path, where, find_cycle):
     (tmp_path / "__init__.py").write_text("")
     (tmp_path / "_a.py").write_text("from ._b import x\n")
     body = "from ._a import y\n" if where == "module" else "def f():\n    from . import _a\n"
