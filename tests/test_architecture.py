@@ -62,15 +62,8 @@ PRIVATE_IMPORTERS = {
     "benchmarks/bench_hilbert.py",
     "benchmarks/device_check.py",
     "benchmarks/profile_lm.py",
-    "experiments/canon/prepare_modelnet.py",
-    "experiments/signsgd/hellaswag.py",
-    "experiments/signsgd/prepare_data.py",
-    "experiments/signsgd/sample.py",
-    "src/geomopt/canon/exp_rotated_digits.py",
-    "src/geomopt/gfm/_protocol.py",
     "src/geomopt/latent/exp_digits.py",
     "src/geomopt/latent/exp_shapes.py",
-    "src/geomopt/problems/exp_resnet_noise.py",
 }
 """Files outside a package that import its private modules or names."""
 

@@ -7,8 +7,8 @@ ModelNet10 from it as the official code does. A tool, not an experiment:
 The data goes to DIR/modelnet40_ply_hdf5_2048/ (and DIR/modelnet10_ply_hdf5_2048/); DIR defaults
 to $XDG_CACHE_HOME/geomopt/modelnet (~/.cache/geomopt/modelnet). A broken download resumes
 where it stopped when the same command is run again; a verified folder is reused. At the end it
-prints the commands that read the data. The work happens in geomopt.canon._download. Errors are
-one line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
+prints the commands that read the data. The work happens in geomopt.canon.prepare_modelnet.
+Errors are one line; --debug (or GEOMOPT_DEBUG=1) prints the traceback.
 """
 
 import dataclasses
@@ -17,7 +17,7 @@ from typing import Literal
 
 import tyro
 
-from geomopt.canon._download import MODELNET40_URL
+from geomopt.canon import MODELNET40_URL
 from geomopt.experiment import tool_main
 
 
@@ -36,7 +36,7 @@ class Config:
 
 
 def main(cfg: Config) -> int:
-    from geomopt.canon._download import next_commands, prepare_modelnet
+    from geomopt.canon import next_commands, prepare_modelnet
 
     if cfg.retries < 0:
         raise ValueError(f"retries={cfg.retries}: expected an integer >= 0")

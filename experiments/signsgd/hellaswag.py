@@ -45,8 +45,13 @@ class Config:
 
 
 def main(cfg: Config) -> int:
-    from geomopt.lm._hellaswag import evaluate_hellaswag, read_hellaswag
-    from geomopt.lm._sample import load_model, tiktoken_gpt2_missing, tokenizer_for_model
+    from geomopt.lm import (
+        evaluate_hellaswag,
+        load_model,
+        read_hellaswag,
+        tiktoken_gpt2_missing,
+        tokenizer_for_model,
+    )
 
     model = load_model(cfg.source, step=None if cfg.step < 0 else cfg.step, dtype=cfg.dtype)
     if model.config.vocab_size != 256 and (missing := tiktoken_gpt2_missing()):

@@ -89,12 +89,12 @@ PRESETS = {
 
 
 def main(cfg: Config) -> int:
-    from geomopt.lm._data import offline_corpus_files
-    from geomopt.lm._prepare import (
+    from geomopt.lm import (
         count_tokens,
         file_documents,
         get_tokenizer,
         hf_documents,
+        offline_corpus_files,
         validation_tokens,
         write_shards,
     )

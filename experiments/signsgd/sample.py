@@ -49,8 +49,7 @@ class Config:
 def main(cfg: Config) -> int:
     import jax
 
-    from geomopt.lm._data import ByteTokenizer
-    from geomopt.lm._sample import load_model, sample, tiktoken_gpt2_missing
+    from geomopt.lm import ByteTokenizer, load_model, sample, tiktoken_gpt2_missing
 
     model = load_model(cfg.source, step=None if cfg.step < 0 else cfg.step)
     kind = cfg.tokenizer
@@ -61,7 +60,7 @@ def main(cfg: Config) -> int:
         if missing:
             print(missing, file=sys.stderr)
             return 2
-        from geomopt.lm._prepare import GPT2Tokenizer
+        from geomopt.lm import GPT2Tokenizer
 
         tok = GPT2Tokenizer()
     else:

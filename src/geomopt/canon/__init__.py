@@ -68,6 +68,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "SerializedTransformer",
             "serializations",
         ],
+        "_download": [
+            "MODELNET40_URL",
+            "next_commands",
+            "prepare_modelnet",
+        ],
         "_orders": [
             "ORDERS",
             "canonize",

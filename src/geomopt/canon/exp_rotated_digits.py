@@ -189,7 +189,7 @@ def nearest_distances(test, bank, *, chunk: int = 256):
 def _train_one(cfg, name, seed, train, val, test, run, bar, tag, tx):
     import numpy as np
 
-    from geomopt.vision._train import Classifier
+    from geomopt.vision import Classifier
 
     # one optimiser object for every model: nnx.jit's cache is keyed by it (no re-trace per seed)
     clf = Classifier(build_model(name, cfg, train.x.shape[1], seed), tx)

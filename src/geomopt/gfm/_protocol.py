@@ -92,7 +92,7 @@ def initial_paths(kind: str, x0, x1, n_points: int, *, model=None, sigma_start: 
     if kind == "slerp":
         return bl.spherical(x0, x1, n_points)
     if kind == "denoised":
-        from geomopt.diffusion._sample import pf_ode_denoise
+        from geomopt.diffusion import pf_ode_denoise
 
         if model is None:
             raise ValueError("init 'denoised' needs a model with denoise(x, sigma)")

@@ -76,6 +76,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "_sample": [
             "load_model",
             "sample",
+            "tiktoken_gpt2_missing",
+            "tokenizer_for_model",
         ],
         "_prepare": [
             "GPT2Tokenizer",

@@ -142,8 +142,8 @@ def _noise_fn(clf):
     import jax
     from flax import nnx
 
-    from geomopt.lm._noise import welford_variance
-    from geomopt.vision._train import cross_entropy
+    from geomopt.lm import welford_variance
+    from geomopt.vision import cross_entropy
 
     model = clf.model
     model.eval()
@@ -161,7 +161,7 @@ def estimator_bias(sigma_leaves, k: int, rng) -> float:
     as the experiment does, minus ``phi(sigma)``: the estimator's finite-sample bias."""
     import numpy as np
 
-    from geomopt.lm._noise import noise_density
+    from geomopt.lm import noise_density
 
     sig = np.concatenate([np.ravel(s) for s in sigma_leaves]).astype(np.float64)
     draws = rng.standard_normal((k, sig.size)) * sig
@@ -174,10 +174,10 @@ def run(cfg: ResNetNoiseConfig, run: Run) -> dict[str, float]:
     import numpy as np
     from flax import nnx
 
-    from geomopt.lm._noise import noise_density
+    from geomopt.lm import noise_density
     from geomopt.problems._resnet import ResNet20
     from geomopt.stats import put_mean_ci
-    from geomopt.vision._train import Classifier
+    from geomopt.vision import Classifier
 
     train, test = load_data(cfg)
     steps = len(train) // cfg.batch_size
