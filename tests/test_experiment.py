@@ -10,13 +10,22 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from geomopt import experiment as ex
-from geomopt.experiment import Experiment, Run, execute, main, parse, plot_run
-from geomopt.runs import RunError, RunExistsError, load_metrics, read_run
+from geomopt.experiment import (
+    Experiment,
+    Run,
+    _execute,  # noqa: F401  (ex._execute)
+    execute,
+    main,
+    parse,
+    plot_run,
+)
+from geomopt.runs import RunBusyError, RunError, RunExistsError, load_metrics, read_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +197,7 @@ def test_a_second_process_writing_the_same_run_is_refused(tmp_path):
     seen = {}
 
     def run(cfg, run):
-        with pytest.raises(ex.RunBusyError, match="another process .*pid") as err:
+        with pytest.raises(RunBusyError, match="another process .*pid") as err:
             execute(make(), Cfg(), preset="quick", out=tmp_path, overwrite=True)
         seen["error"] = str(err.value)
         return {"x": 1.0}
@@ -573,7 +582,7 @@ def test_reproduce_reruns_an_unfinished_run_that_cannot_resume(tmp_path):
 
 def test_reproduce_overall_eta_from_measured_runtimes(monkeypatch):
     clock = {"t": 0.0}
-    monkeypatch.setattr(ex.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(time, "monotonic", lambda: clock["t"])
     bar = ex.OverallProgress([10.0, 20.0, None], desc="r", enabled=False)
     bar.start(0, "a")
     assert bar.eta() == 10 + 20 + bar.DEFAULT_ESTIMATE
@@ -620,7 +629,7 @@ def test_other_hosts_leave_the_run_folder_to_process_zero(tmp_path, monkeypatch)
     execute(make(), Cfg(), preset="quick", out=tmp_path)
     path = tmp_path / "test" / "toy" / "quick"
     before = {p.name: p.read_bytes() for p in path.iterdir()}
-    monkeypatch.setattr(ex, "_process_index", lambda: 1)
+    monkeypatch.setattr(ex._execute, "_process_index", lambda: 1)
     outcome = execute(make(), Cfg(scale=3.0), preset="quick", out=tmp_path, overwrite=True)
     assert outcome.status == "ran"
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before

@@ -3,8 +3,7 @@ the other): the GFM initialisations they offer and the config checks common to b
 
 from __future__ import annotations
 
-from geomopt.checks import check_nonnegative, check_one_of
-from geomopt.experiment import check_ints, check_positive
+from geomopt.checks import check_ints, check_nonnegative, check_one_of, check_positive
 from geomopt.gfm.exp_train_score import validate_spec
 
 __all__ = ["INITS", "check_common"]

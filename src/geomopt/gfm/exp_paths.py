@@ -22,8 +22,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_names, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec
 
 ALL_METHODS = ("gfm", "jacobian", "stein", "inverse_density", "rbf", "land", "linear")

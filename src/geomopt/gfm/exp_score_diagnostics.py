@@ -29,8 +29,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.checks import check_names
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_names, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm.exp_train_score import (
     MANIFOLD_NAMES,
     QUICK_DENOISER,

@@ -29,8 +29,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_one_of
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_names, check_one_of, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm._exp_common import INITS, check_common
 from geomopt.gfm.exp_train_score import (
     MANIFOLD_NAMES,

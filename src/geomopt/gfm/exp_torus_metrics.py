@@ -22,8 +22,15 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_nonnegative, check_one_of, is_number
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import (
+    check_ints,
+    check_names,
+    check_nonnegative,
+    check_one_of,
+    check_positive,
+    is_number,
+)
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm.exp_train_score import QUICK_DENOISER, SMOKE_DENOISER, DenoiserSpec, validate_spec
 
 OFFICIAL_RUNS = (("A", 0.05, 0.5, 20, 1e-3), ("B", 5.0, 0.1, 20, 5e-3), ("C", 1.0, 0.01, 25, 5e-4))

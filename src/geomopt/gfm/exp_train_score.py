@@ -13,8 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_one_of, nested
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_names, check_one_of, check_positive, nested
+from geomopt.experiment import Experiment, Run, figure_path
 
 MANIFOLD_NAMES = ("circle", "sphere", "torus", "twin_peaks", "swiss_roll", "two_moons")
 

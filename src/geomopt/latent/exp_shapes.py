@@ -23,8 +23,8 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_names, check_nonnegative, check_one_of
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_names, check_nonnegative, check_one_of, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 

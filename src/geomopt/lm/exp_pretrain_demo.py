@@ -19,7 +19,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, OptimName, TrainConfig, presets
 
 __all__ = ["DemoConfig", "EXPERIMENT", "run", "plot", "validate", "train_configs"]

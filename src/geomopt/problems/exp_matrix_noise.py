@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from geomopt.checks import check_nonempty
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_nonempty, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.problems._methods import check_methods, label
 from geomopt.problems.exp_sparse_noise import (
     geomspace,

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from geomopt.checks import check_nonempty
-from geomopt.experiment import Experiment, Run, check_ints, check_positive, figure_path
+from geomopt.checks import check_ints, check_nonempty, check_positive
+from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.problems._methods import check_methods, label
 
 
