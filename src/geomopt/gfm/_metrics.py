@@ -146,19 +146,3 @@ def sphere_to_cartesian(coords: Float[Array, "... 2"]) -> Float[Array, "... 3"]:
     theta, phi = coords[..., 0], coords[..., 1]
     st = jnp.sin(theta)
     return jnp.stack([st * jnp.cos(phi), st * jnp.sin(phi), jnp.cos(theta)], axis=-1)
-
-
-def _check_metric_callable(metric) -> Callable:
-    if metric is None:
-        return Euclidean()
-    if not callable(metric):
-        raise TypeError(f"metric must be a callable x -> G(x), got {type(metric).__name__}")
-    return metric
-
-
-def metric_cholesky(metric: Callable, x: Array) -> Array:
-    """Lower Cholesky factor of ``G(x)``; NaN where ``G(x)`` is not SPD (jnp.linalg.cholesky)."""
-    g = metric(x)
-    if g.shape != (x.shape[-1], x.shape[-1]):
-        raise ValueError(f"metric returned shape {g.shape}, expected {(x.shape[-1],) * 2}")
-    return jnp.linalg.cholesky(0.5 * (g + g.T))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -366,8 +365,3 @@ def load_model(path: str | Path, skeleton: eqx.Module) -> eqx.Module:
     path = Path(path)
     with open(path / "model.eqx", "rb") as f:
         return eqx.tree_deserialise_leaves(f, skeleton)
-
-
-def read_meta(path: str | Path) -> dict | None:
-    p = Path(path) / "model.json"
-    return json.loads(p.read_text()) if p.exists() and (Path(path) / "model.eqx").exists() else None
