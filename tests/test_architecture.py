@@ -49,8 +49,6 @@ LONG_FUNCTIONS = {
     "geomopt.gfm.exp_score_diagnostics.run",
     "geomopt.gfm.exp_sigma_sweep.run",
     "geomopt.gfm.exp_torus_metrics.run",
-    "geomopt.lm._config_checks.check_train_config",
-    "geomopt.lm._train._loop",
     "geomopt.optim._muon.muon",
     "geomopt.reproduce.main",
 }

@@ -12,7 +12,13 @@ from geomopt.lm._config import OptimConfig, TrainConfig
 from geomopt.lm._data import ShardError, open_tokens
 from geomopt.lm._data import _expand as _expand_token_files
 
-__all__ = ["check_optim_config", "check_train_config", "wandb_available"]
+__all__ = [
+    "check_data_config",
+    "check_devices",
+    "check_optim_config",
+    "check_train_config",
+    "wandb_available",
+]
 
 
 def _is_int(v) -> bool:
@@ -81,10 +87,7 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
     ``data.train``; device divisibility too when ``n_devices`` is given). Token files and the
     HellaSwag file must exist. Imports nothing heavy; the experiment's ``validate`` calls it."""
 
-    def need(cond, msg):
-        if not cond:
-            raise ValueError(msg)
-
+    need = _need
     for name in ("steps", "grad_accum", "batch_size", "log_every", "ckpt_keep", "noise_samples"):
         v = getattr(cfg, name)
         need(_is_int(v) and v >= 1, f"{name}={v!r}: expected an integer >= 1")
@@ -115,47 +118,7 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
         need(isinstance(v, bool), f"{name}={v!r}: expected True or False")
     _check_choice("wandb_mode", cfg.wandb_mode, ("offline", "online"))
     check_optim_config(cfg.optim, cfg.steps)
-    data = cfg.data
-    _check_choice("data.source", data.source, ("auto", "offline", "shards"))
-    _check_choice("data.format", data.format, ("auto", "shard", "llama3", "nanogpt"))
-    need(
-        _is_int(data.offline_bytes) and data.offline_bytes >= 1,
-        f"data.offline_bytes={data.offline_bytes!r}: expected an integer >= 1",
-    )
-    given = [f"data.{n}={getattr(data, n)!r}" for n in ("train", "val") if getattr(data, n)]
-    need(
-        not (given and data.source == "offline"),
-        f"{' and '.join(given)} given, but data.source='offline' trains on the offline "
-        "corpus and would ignore it; drop --data.source offline (or pass --data.source shards) "
-        "to train on the token files",
-    )
-    if data.resolved_source == "offline":
-        need(
-            cfg.model.vocab_size >= 256,
-            f"model.vocab_size={cfg.model.vocab_size}: the offline corpus is byte-level; "
-            "expected >= 256",
-        )
-    else:
-        for name in ("train", "val"):
-            pattern = getattr(data, name)
-            other = "val" if name == "train" else "train"
-            need(
-                pattern,
-                f"data.{name}='': training on token files needs a {name} glob too"
-                + (f" (data.{other}={getattr(data, other)!r} is given)" if getattr(data, other)
-                   else " (data.source='shards')"),
-            )  # fmt: skip
-            try:
-                files = _expand_token_files(pattern)
-            except FileNotFoundError:
-                raise ValueError(
-                    f"data.{name}={pattern!r}: no token file matches; {_prepare_hint(pattern)}"
-                ) from None
-            for f in files:  # header, magic and size (a cut file, a wrong count), not tokens
-                try:
-                    open_tokens(f, format=data.format)
-                except ShardError as e:
-                    raise ValueError(f"data.{name}: {e}") from None
+    check_data_config(cfg)
     if cfg.hellaswag:
         need(Path(cfg.hellaswag).is_file(), f"hellaswag={cfg.hellaswag!r}: no such file")
     if cfg.wandb and not wandb_available():
@@ -163,16 +126,73 @@ def check_train_config(cfg: TrainConfig, n_devices: int | None = None) -> None:
             "wandb=True but the wandb package is not installed (geomopt does not depend on "
             "it): `uv pip install wandb`, or drop --wandb"
         )
-    if n_devices is None:
+    if n_devices is not None:
+        check_devices(cfg, n_devices)
+
+
+def _need(cond, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def check_data_config(cfg: TrainConfig) -> None:
+    """Raise ``ValueError`` naming the first bad ``data.*`` field: the source and format, and
+    for token files that every glob matches files whose header, magic and size are right (a
+    file cut short or whose token count disagrees with its size is named; tokens not read)."""
+    data = cfg.data
+    _check_choice("data.source", data.source, ("auto", "offline", "shards"))
+    _check_choice("data.format", data.format, ("auto", "shard", "llama3", "nanogpt"))
+    _need(
+        _is_int(data.offline_bytes) and data.offline_bytes >= 1,
+        f"data.offline_bytes={data.offline_bytes!r}: expected an integer >= 1",
+    )
+    given = [f"data.{n}={getattr(data, n)!r}" for n in ("train", "val") if getattr(data, n)]
+    _need(
+        not (given and data.source == "offline"),
+        f"{' and '.join(given)} given, but data.source='offline' trains on the offline "
+        "corpus and would ignore it; drop --data.source offline (or pass --data.source shards) "
+        "to train on the token files",
+    )
+    if data.resolved_source == "offline":
+        _need(
+            cfg.model.vocab_size >= 256,
+            f"model.vocab_size={cfg.model.vocab_size}: the offline corpus is byte-level; "
+            "expected >= 256",
+        )
         return
-    need(
+    for name in ("train", "val"):
+        pattern = getattr(data, name)
+        other = "val" if name == "train" else "train"
+        _need(
+            pattern,
+            f"data.{name}='': training on token files needs a {name} glob too"
+            + (f" (data.{other}={getattr(data, other)!r} is given)" if getattr(data, other)
+               else " (data.source='shards')"),
+        )  # fmt: skip
+        try:
+            files = _expand_token_files(pattern)
+        except FileNotFoundError:
+            raise ValueError(
+                f"data.{name}={pattern!r}: no token file matches; {_prepare_hint(pattern)}"
+            ) from None
+        for f in files:
+            try:
+                open_tokens(f, format=data.format)
+            except ShardError as e:
+                raise ValueError(f"data.{name}: {e}") from None
+
+
+def check_devices(cfg: TrainConfig, n_devices: int) -> None:
+    """Raise ``ValueError`` unless the micro-batch and the evaluation and noise batches split
+    evenly over the ``n_devices`` devices of the data axis."""
+    _need(
         cfg.micro_batch % n_devices == 0,
         f"micro-batch {cfg.micro_batch} (batch_size/grad_accum) is not divisible by the "
         f"{n_devices} devices of the data axis",
     )
     for name in ("eval_batch_size", "noise_batch_size"):
         v = getattr(cfg, name) or cfg.micro_batch
-        need(v % n_devices == 0, f"{name}={v} is not divisible by the {n_devices} devices")
+        _need(v % n_devices == 0, f"{name}={v} is not divisible by the {n_devices} devices")
 
 
 def wandb_available() -> bool:

@@ -266,9 +266,8 @@ def train(
                 say(f"no checkpoint in {run.path}; starting from step 0")
             if main:
                 _truncate_metrics(run.path, start if latest is not None else -1, tag)
-        summary = _loop(
-            trainer, params, opt_state, start, run, sinks, store, say, peak, hellaswag, label
-        )
+        loop = _Loop(trainer, run, sinks, store, say, peak, hellaswag)
+        summary = loop.loop(params, opt_state, start, label)
     finally:
         sinks.close()
         if store is not None:
@@ -276,64 +275,70 @@ def train(
     return summary
 
 
-def _loop(trainer, params, opt_state, start, run, sinks, store, say, peak, hellaswag, label):
-    cfg = trainer.cfg
-    tps_step = trainer.tokens_per_step
-    rows: list[dict[str, Any]] = []
-    summary: dict[str, float] = {}
-    clock = _Clock()
-    rates: list[float] = []
+def _due(every: int, step: int) -> bool:
+    return bool(every) and step % every == 0
 
-    def row(step: int, **values) -> dict[str, Any]:
-        r = {"step": step, "tokens": step * tps_step, **values}
-        rows.append(r)
+
+@dataclasses.dataclass
+class _Loop:
+    """The training loop's state between steps: queued metric rows, the headline summary, the
+    step clock and the measured token rates; :meth:`run` is the loop."""
+
+    trainer: Trainer
+    run: Any
+    sinks: MetricSinks
+    store: Checkpoints | None
+    say: Callable[[str], None]
+    peak: float
+    hellaswag: Callable | None
+    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    summary: dict[str, float] = dataclasses.field(default_factory=dict)
+    clock: _Clock = dataclasses.field(default_factory=_Clock)
+    rates: list[float] = dataclasses.field(default_factory=list)
+
+    def row(self, step: int, **values) -> dict[str, Any]:
+        r = {"step": step, "tokens": step * self.trainer.tokens_per_step, **values}
+        self.rows.append(r)
         return r
 
-    def evaluate(step: int, *, val: bool, noise: bool, hs: bool) -> None:
-        clock.pause()
+    def flush(self) -> None:
+        self.sinks.write(self.rows)
+        self.rows.clear()
+
+    def evaluate(self, params, step: int, *, val: bool, noise: bool, hs: bool) -> None:
+        """Validation, HellaSwag and noise density at ``step`` (off the step clock)."""
+        trainer, summary = self.trainer, self.summary
+        self.clock.pause()
         parts = []
         if val:
             v = trainer.validate(params)
             if v:
-                row(step, **v)
+                self.row(step, **v)
                 summary.update(final_val_loss=v["val_loss"], final_val_acc=v["val_acc"])
                 parts.append(f"val loss {v['val_loss']:.4f} acc {v['val_acc']:.3f}")
-        if hs and hellaswag is not None:
-            h = hellaswag(trainer, params)
-            row(step, **h)
+        if hs and self.hellaswag is not None:
+            h = self.hellaswag(trainer, params)
+            self.row(step, **h)
             summary.update({f"final_{k}": v for k, v in h.items()})
             parts.append(" ".join(f"{k} {v:.4f}" for k, v in h.items()))
         if noise:
             phis = trainer.noise(params, step)
-            row(step, **phis)
+            self.row(step, **phis)
             summary["final_phi"] = phis["phi"]
             parts.append(f"phi {phis['phi']:.4f}")
         if parts:
-            say(f"step {step:>6} | " + " | ".join(parts))
-        sinks.write(rows)
-        rows.clear()
-        clock.resume()
+            self.say(f"step {step:>6} | " + " | ".join(parts))
+        self.flush()
+        self.clock.resume()
 
-    def due(every: int, step: int) -> bool:
-        return bool(every) and step % every == 0
-
-    hs_every = cfg.hellaswag_every or cfg.eval_every
-    if start == 0:
-        evaluate(
-            0,
-            val=bool(cfg.eval_every),
-            noise=bool(cfg.noise_every),
-            hs=bool(cfg.hellaswag and hs_every),
-        )
-
-    def settle(step, metrics):
+    def settle(self, step: int, metrics) -> dict[str, Any]:
         """Fetch a finished step's metrics, check them, queue its row."""
         m = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        r = row(step, **m)
-        summary["final_train_loss"] = m["loss"]
+        r = self.row(step, **m)
+        self.summary["final_train_loss"] = m["loss"]
         if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
-            sinks.write(rows)
-            rows.clear()
+            self.flush()
+            store = self.store
             good = store.latest() if store is not None else None
             where = f"step {good} in {store.path}" if good is not None else "none written"
             raise NonFiniteLossError(
@@ -342,68 +347,81 @@ def _loop(trainer, params, opt_state, start, run, sinks, store, say, peak, hella
             )
         return r
 
-    desc = f"{label + ', ' if label else ''}steps {start}->{cfg.steps}"
-    bar = run.progress(total=cfg.steps - start, desc=desc, unit="step")
-    pending = None
-    try:
-        for step in range(start, cfg.steps):
-            params, opt_state, metrics = trainer.step(params, opt_state, step)
-            done = step + 1
-            if clock.t0 is None:  # the first step compiles: start timing after it
-                jax.block_until_ready(metrics)
-                clock.start()
-            else:
-                clock.steps += 1
+    def log(self, done: int, last: dict[str, Any]) -> None:
+        """The console line of step ``done``, with the rate, MFU and ETA of the steps since
+        the last line (their timing also goes into ``last``)."""
+        cfg, trainer, peak = self.trainer.cfg, self.trainer, self.peak
+        n, secs = self.clock.window()
+        line = f"step {done:>6}/{cfg.steps} | loss {last['loss']:.4f} | lr {last['lr']:.3g}"
+        if n > 0 and secs > 0:
+            tps = n * trainer.tokens_per_step / secs
+            mfu = trainer.flops_per_token * tps / (peak * trainer.n_devices)
+            last.update(step_time=secs / n, tokens_per_s=tps)
+            if math.isfinite(mfu):
+                last["mfu"] = mfu
+            self.rates.append(tps)
+            eta = (cfg.steps - done) * secs / n
+            line += f" | {_si(tps)} tok/s | {_mfu_text(mfu, peak)} | ETA {_duration(eta)}"
+        self.say(line)
+
+    def loop(self, params, opt_state, start: int, label: str) -> dict[str, float]:
+        trainer, cfg, store = self.trainer, self.trainer.cfg, self.store
+        hs_every = cfg.hellaswag_every or cfg.eval_every
+        if start == 0:
+            self.evaluate(params, 0, val=bool(cfg.eval_every), noise=bool(cfg.noise_every),
+                          hs=bool(cfg.hellaswag and hs_every))  # fmt: skip
+        desc = f"{label + ', ' if label else ''}steps {start}->{cfg.steps}"
+        bar = self.run.progress(total=cfg.steps - start, desc=desc, unit="step")
+        pending = None
+        try:
+            for step in range(start, cfg.steps):
+                params, opt_state, metrics = trainer.step(params, opt_state, step)
+                done = step + 1
+                if self.clock.t0 is None:  # the first step compiles: start timing after it
+                    jax.block_until_ready(metrics)
+                    self.clock.start()
+                else:
+                    self.clock.steps += 1
+                if pending is not None:
+                    self.settle(*pending)
+                pending = (done, metrics)
+                bar.update(1)
+                is_last = done == cfg.steps
+                do_val = is_last or _due(cfg.eval_every, done)
+                do_hs = bool(cfg.hellaswag) and (is_last or _due(hs_every, done))
+                do_noise = _due(cfg.noise_every, done)
+                do_ckpt = store is not None and (is_last or _due(cfg.ckpt_every, done))
+                do_log = is_last or _due(cfg.log_every, done)
+                if not (do_val or do_hs or do_noise or do_ckpt or do_log):
+                    continue
+                last = self.settle(*pending)
+                pending = None
+                if do_log:
+                    self.log(done, last)
+                self.flush()
+                if do_val or do_hs or do_noise:
+                    self.evaluate(params, done, val=do_val, noise=do_noise, hs=do_hs)
+                if do_ckpt:
+                    self.clock.pause()
+                    store.save(done, params, opt_state)
+                    self.clock.resume()
             if pending is not None:
-                settle(*pending)
-            pending = (done, metrics)
-            bar.update(1)
+                self.settle(*pending)
+            self.flush()
+        finally:
+            bar.close()
+        return self.finish(params)
 
-            is_last = done == cfg.steps
-            do_val = is_last or due(cfg.eval_every, done)
-            do_hs = bool(cfg.hellaswag) and (is_last or due(hs_every, done))
-            do_noise = due(cfg.noise_every, done)
-            do_ckpt = store is not None and (is_last or due(cfg.ckpt_every, done))
-            do_log = is_last or due(cfg.log_every, done)
-            if not (do_val or do_hs or do_noise or do_ckpt or do_log):
-                continue
-            last = settle(*pending)
-            pending = None
-            if do_log:
-                n, secs = clock.window()
-                line = f"step {done:>6}/{cfg.steps} | loss {last['loss']:.4f} | lr {last['lr']:.3g}"
-                if n > 0 and secs > 0:
-                    tps = n * tps_step / secs
-                    mfu = trainer.flops_per_token * tps / (peak * trainer.n_devices)
-                    last.update(step_time=secs / n, tokens_per_s=tps)
-                    if math.isfinite(mfu):
-                        last["mfu"] = mfu
-                    rates.append(tps)
-                    eta = (cfg.steps - done) * secs / n
-                    line += f" | {_si(tps)} tok/s | {_mfu_text(mfu, peak)} | ETA {_duration(eta)}"
-                say(line)
-            sinks.write(rows)
-            rows.clear()
-            if do_val or do_hs or do_noise:
-                evaluate(done, val=do_val, noise=do_noise, hs=do_hs)
-            if do_ckpt:
-                clock.pause()
-                store.save(done, params, opt_state)
-                clock.resume()
-        if pending is not None:
-            settle(*pending)
-        sinks.write(rows)
-    finally:
-        bar.close()
-
-    tokens_per_s = float(np.median(rates)) if rates else math.nan
-    summary.update(
-        steps=cfg.steps,
-        tokens=cfg.steps * tps_step,
-        tokens_per_s=tokens_per_s,
-        params=int(sum(x.size for x in jax.tree.leaves(params))),
-    )
-    mfu = trainer.flops_per_token * tokens_per_s / (peak * trainer.n_devices)
-    if math.isfinite(mfu):  # n/a without a known peak: no number at all
-        summary["mfu"] = mfu
-    return summary
+    def finish(self, params) -> dict[str, float]:
+        trainer, cfg, summary = self.trainer, self.trainer.cfg, self.summary
+        tokens_per_s = float(np.median(self.rates)) if self.rates else math.nan
+        summary.update(
+            steps=cfg.steps,
+            tokens=cfg.steps * trainer.tokens_per_step,
+            tokens_per_s=tokens_per_s,
+            params=int(sum(x.size for x in jax.tree.leaves(params))),
+        )
+        mfu = trainer.flops_per_token * tokens_per_s / (self.peak * trainer.n_devices)
+        if math.isfinite(mfu):  # n/a without a known peak: no number at all
+            summary["mfu"] = mfu
+        return summary
