@@ -41,7 +41,6 @@ LONG_FUNCTIONS = {
     "geomopt.canon._classify._train_loop",
     "geomopt.canon._stability.stability_probe",
     "geomopt.diffusion._train.train_for_manifold",
-    "geomopt.experiment._execute.execute",
     "geomopt.gfm._banded.solve_block_pentadiagonal",
     "geomopt.gfm._gfm.solve",
     "geomopt.gfm._lm.step",

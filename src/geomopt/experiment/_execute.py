@@ -142,6 +142,42 @@ def _plan(exp: Experiment, path: Path, cfg_json: Any, *, preset: str, overwrite:
     return _Plan(stage, False, True, stale=stale)
 
 
+def _prepare_folder(exp: Experiment, plan: _Plan, path: Path, preset: str, cfg_json: Any,
+                    argv: Sequence[str] | None) -> None:  # fmt: skip
+    """Make the planned work folder (process 0): a fresh one gets ``config.json`` with the
+    provenance and the code fingerprint; a resumed one has its ``metrics.jsonl`` repaired."""
+    work = plan.work
+    if plan.fresh and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    if plan.resumed:
+        load_metrics(work / METRICS_FILE, repair=True)
+    else:
+        atomic_write_json(work / CONFIG_FILE, {
+            "experiment": exp.name,
+            "preset": preset,
+            "run_name": path.name,
+            "config": cfg_json,
+            "provenance": provenance(argv),
+            "code": code_fingerprint(exp),
+        })  # fmt: skip
+    (work / METRICS_FILE).touch()
+
+
+def _write_summary(exp: Experiment, work: Path, path: Path, preset: str,
+                   headline: dict[str, float], seconds: float, details: dict) -> None:  # fmt: skip
+    """``summary.json``, written last: its presence marks the run finished."""
+    atomic_write_json(work / SUMMARY_FILE, {
+        "experiment": exp.name,
+        "preset": preset,
+        "run_name": path.name,
+        "headline": headline,
+        "seconds": seconds,
+        "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "details": details,
+    })  # fmt: skip
+
+
 def execute(
     exp: Experiment[C],
     cfg: C,
@@ -198,21 +234,7 @@ def execute(
         _sync_processes(f"geomopt run plan {path}")
         work = plan.work
         if primary:
-            if plan.fresh and work.exists():
-                shutil.rmtree(work)
-            work.mkdir(parents=True, exist_ok=True)
-            if plan.resumed:
-                load_metrics(work / METRICS_FILE, repair=True)
-            else:
-                atomic_write_json(work / CONFIG_FILE, {
-                    "experiment": exp.name,
-                    "preset": preset,
-                    "run_name": path.name,
-                    "config": cfg_json,
-                    "provenance": provenance(argv),
-                    "code": code_fingerprint(exp),
-                })  # fmt: skip
-            (work / METRICS_FILE).touch()
+            _prepare_folder(exp, plan, path, preset, cfg_json, argv)
         _sync_processes(f"geomopt run folder {path}")
         run = Run(work, experiment=exp, config=cfg, preset=preset, out=out,
                   resumed=plan.resumed, quiet=quiet or not primary,
@@ -223,15 +245,7 @@ def execute(
             headline = _check_headline(exp.name, exp.run(cfg, run))
             seconds = time.perf_counter() - t0
             if primary:
-                atomic_write_json(work / SUMMARY_FILE, {
-                    "experiment": exp.name,
-                    "preset": preset,
-                    "run_name": path.name,
-                    "headline": headline,
-                    "seconds": seconds,
-                    "finished": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                    "details": run.details,
-                })  # fmt: skip
+                _write_summary(exp, work, path, preset, headline, seconds, run.details)
         except BaseException:
             if primary and work != path and not exp.resumable:
                 shutil.rmtree(work, ignore_errors=True)  # nothing to resume from
