@@ -45,7 +45,6 @@ LONG_FUNCTIONS = {
     "geomopt.gfm._gfm.solve",
     "geomopt.gfm._lm.step",
     "geomopt.gfm._matrix_free.solve_matrix_free",
-    "geomopt.gfm.exp_score_diagnostics.run",
     "geomopt.gfm.exp_sigma_sweep.run",
     "geomopt.gfm.exp_torus_metrics.run",
     "geomopt.optim._muon.muon",

@@ -93,6 +93,8 @@ class ScoreDiagnostics:
     """Positions ``a`` on the straight path, ``(K,)``."""
     sigmas: np.ndarray
     """Noise levels of the heat map, ``(S,)``."""
+    forces: np.ndarray
+    """``F((1 - a) x0 + a x1, sigma)`` for every ``sigma`` of ``sigmas``, ``(S, K, d)``."""
     force_norm: np.ndarray
     """``|F((1 - a) x0 + a x1, sigma)|``, ``(S, K)``."""
     sigma: float
@@ -137,8 +139,10 @@ def _check(x0, x1, sigma, sigmas, n_points, grid_size, extent):
 
 
 def _heat(fn, pts, sigmas):
+    """The force ``sigma * s(x, sigma)`` at every point for every sigma, ``(S, K, d)``."""
+
     def at(s):
-        return jnp.linalg.norm(s * jax.vmap(lambda p: fn(p, s))(pts), axis=-1)
+        return s * jax.vmap(lambda p: fn(p, s))(pts)
 
     return jax.vmap(at)(sigmas)
 
@@ -186,7 +190,8 @@ def score_diagnostics(
     return ScoreDiagnostics(
         alphas=np.asarray(a),
         sigmas=np.asarray(sig),
-        force_norm=np.asarray(heat),
+        forces=np.asarray(heat),
+        force_norm=np.asarray(jnp.linalg.norm(heat, axis=-1)),
         sigma=float(sigma),
         path_force=np.asarray(f),
         tangential=np.asarray(tan),

@@ -114,25 +114,47 @@ def _plane_rel(a, b, ref, mask):
     return _rel(uv(a), uv(b), uv(ref), mask)
 
 
-def _path_forces(model, diag_points, sigmas):
-    """``F`` at the straight path's points for every sigma: ``(S, K, d)``."""
+def _models(cfg: ScoreDiagnosticsConfig, run: Run, name: str, manifold, bar) -> list:
+    """``[(label, model)]``: the exact smoothed-manifold score and ``n_denoisers`` trained ones
+    (seeds ``denoiser.seed + i``, cached by the runner)."""
+    import dataclasses as dc
+
+    from geomopt.gfm._adherence import exact_potential
+    from geomopt.gfm._potentials import potential_for
+
+    models = [("exact", exact_potential(manifold, min(cfg.sigmas))[0])]
+    for i in range(cfg.n_denoisers):
+        bar.set_description(f"{name}: denoiser {i}")
+        spec = dc.replace(cfg.denoiser, seed=cfg.denoiser.seed + i)
+        model, info = potential_for(run, name, "trained", spec)
+        run.details["denoisers"].append({"manifold": name, "denoiser": i, **info})
+        models.append((f"trained{i}", model))
+    return models
+
+
+def _figure_arrays(name: str, diags: dict, near: list) -> dict:
+    """The first pair's diagnostics, exact and denoiser 0, for the figure."""
     import numpy as np
 
-    from geomopt.gfm import score_force
-
-    return np.stack([np.asarray(score_force(model, diag_points, s)) for s in sigmas])
+    arrays = {}
+    for label in ("exact", "trained0"):
+        d = diags[label][0]
+        for k, v in dict(alphas=d.alphas, sigmas=d.sigmas, force_norm=d.force_norm,
+                         tangential=d.tangential, normal=d.normal, total=d.total,
+                         u=d.plane.u, v=d.plane.v, f_u=d.plane.f_u, f_v=d.plane.f_v,
+                         f_norm=d.plane.f_norm).items():  # fmt: skip
+            arrays[f"{name}/{label}/{k}"] = np.asarray(v)
+    arrays[f"{name}/near"] = near[0]
+    return arrays
 
 
 def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
-    import dataclasses as dc
     import itertools
 
     import jax
     import numpy as np
 
     from geomopt import gfm
-    from geomopt.gfm._adherence import exact_potential
-    from geomopt.gfm._potentials import potential_for
     from geomopt.gfm._protocol import sample_pairs
     from geomopt.manifolds import get_manifold
     from geomopt.stats import put_mean_ci
@@ -147,24 +169,15 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
         manifold = get_manifold(name)
         with jax.enable_x64(True):
             x0, x1 = sample_pairs(manifold, cfg.n_pairs, jax.random.key(cfg.pair_seed))
-        models = [("exact", exact_potential(manifold, min(cfg.sigmas))[0])]
-        for i in range(cfg.n_denoisers):
-            bar.set_description(f"{name}: denoiser {i}")
-            spec = dc.replace(cfg.denoiser, seed=cfg.denoiser.seed + i)
-            model, info = potential_for(run, name, "trained", spec)
-            run.details["denoisers"].append({"manifold": name, "denoiser": i, **info})
-            models.append((f"trained{i}", model))
+        models = _models(cfg, run, name, manifold, bar)
         diags: dict[str, list] = {}
-        path_f: dict[str, list] = {}
         for label, model in models:
             bar.set_description(f"{name}: {label}")
-            ds = [gfm.score_diagnostics(model, x0[p], x1[p], key=cfg.pair_seed * 1000 + p, **kw)
-                  for p in range(cfg.n_pairs)]  # fmt: skip
-            diags[label] = ds
-            path_f[label] = [_path_forces(model, np.asarray(
-                (1 - d.alphas)[:, None] * x0[p] + d.alphas[:, None] * x1[p]), cfg.sigmas)
-                for p, d in enumerate(ds)]  # fmt: skip
+            diags[label] = [gfm.score_diagnostics(model, x0[p], x1[p],
+                                                  key=cfg.pair_seed * 1000 + p, **kw)
+                            for p in range(cfg.n_pairs)]  # fmt: skip
             bar.update(1)
+        path_f = {label: [d.forces for d in ds] for label, ds in diags.items()}
         noise = float(manifold.default_noise)
         scale = float(np.sqrt(cfg.sigma**2 + noise**2))
         near = [np.asarray(jax.vmap(manifold.distance)(
@@ -199,15 +212,7 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
                                                                    for d in ex]))  # fmt: skip
         put_mean_ci(headline, f"{name}/normal_fraction/trained",
              [np.mean([d.normal_fraction for d in diags[t]]) for t in trained])
-        # the first pair's diagnostics, exact and denoiser 0, for the figure
-        for label in ("exact", "trained0"):
-            d = diags[label][0]
-            for k, v in dict(alphas=d.alphas, sigmas=d.sigmas, force_norm=d.force_norm,
-                             tangential=d.tangential, normal=d.normal, total=d.total,
-                             u=d.plane.u, v=d.plane.v, f_u=d.plane.f_u, f_v=d.plane.f_v,
-                             f_norm=d.plane.f_norm).items():  # fmt: skip
-                arrays[f"{name}/{label}/{k}"] = np.asarray(v)
-        arrays[f"{name}/near"] = near[0]
+        arrays.update(_figure_arrays(name, diags, near))
     bar.close()
     run.save_arrays("diagnostics.npz", **arrays)
     run.print(_markdown(cfg, headline))
