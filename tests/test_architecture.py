@@ -48,7 +48,6 @@ LONG_FUNCTIONS = {
     "geomopt.gfm.exp_sigma_sweep.run",
     "geomopt.gfm.exp_torus_metrics.run",
     "geomopt.optim._muon.muon",
-    "geomopt.reproduce.main",
 }
 """Functions over FUNCTION_LINES lines, to be split."""
 

@@ -214,11 +214,8 @@ RUNTIMES = ("Measured on a quiet 2-core CPU: the smoke set in about 3 minutes; t
             "hours, so use --only to reproduce one figure.")  # fmt: skip
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from geomopt.registry import load_all
-
-    cli = argv is None
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``reproduce.py``."""
     parser = argparse.ArgumentParser(
         prog="reproduce.py",
         description="Run one preset of every experiment (or those chosen with --only), draw "
@@ -257,7 +254,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--debug", action="store_true",
                         help="print tracebacks (also: GEOMOPT_DEBUG=1)")  # fmt: skip
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from geomopt.registry import load_all
+
+    cli = argv is None
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     debug = args.debug or debug_wanted()
     experiments = load_all()
     try:
