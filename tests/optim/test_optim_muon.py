@@ -182,3 +182,34 @@ def test_bad_labels(key):
     opt = muon(label_fn=lambda p: jax.tree.map(lambda _: "muon", p))
     with pytest.raises(ValueError, match=r"\(8,\)"):
         opt.update(params, opt.init(params), params)
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+@pytest.mark.parametrize("preconditioning", ["frobenius", "spectral", "aol", "schatten"])
+def test_preconditioning_and_adaptive_match_optax(key, preconditioning, adaptive):
+    params = _params(key)
+    got, _ = _run(muon(0.02, preconditioning=preconditioning, adaptive=adaptive), params)
+    ref, _ = _run(
+        optax.contrib.muon(0.02, preconditioning=preconditioning, adaptive=adaptive), params
+    )
+    # adaptive multiplies by <G, msign(G)> (about 10 here), so its rounding grows with it
+    atol = 1e-5 if adaptive else 1e-6
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=atol, rtol=0), got, ref)
+
+
+def test_adaptive_scales_by_the_dual_norm(key):
+    g = {"w": jax.random.normal(key, (6, 10))}
+    plain = orthogonalize_grouped(g)["w"]
+    scaled = orthogonalize_grouped(g, adaptive=True)["w"]
+    u, s, vt = np.linalg.svd(np.asarray(g["w"]), full_matrices=False)
+    # <G, msign(G)> is the nuclear norm of G, up to Newton-Schulz's inexact singular values
+    factor = float(np.sum(np.asarray(g["w"]) * np.asarray(plain)))
+    np.testing.assert_allclose(scaled, factor * plain, rtol=1e-5)
+    assert 0.6 * s.sum() < factor < 1.2 * s.sum()
+
+
+def test_bad_preconditioning_is_named():
+    with pytest.raises(ValueError, match="preconditioning='fro': expected one of"):
+        muon(0.02, preconditioning="fro")
+    with pytest.raises(ValueError, match="adaptive=1: expected True or False"):
+        muon(0.02, adaptive=1)

@@ -135,3 +135,34 @@ def test_bad_input(kwargs, needle):
         orthogonalize(jnp.ones((3, 4)), **kwargs)
     with pytest.raises(ValueError, match=r"\(4,\)"):
         orthogonalize(jnp.ones((4,)))
+
+
+@pytest.mark.parametrize("shape", [(6, 10), (10, 6), (3, 5, 8)])
+def test_preconditionings_follow_their_definitions(key, shape):
+    from geomopt.optim._orthogonalize import precondition
+
+    g = np.asarray(jax.random.normal(key, shape), np.float64)
+    wide = np.swapaxes(g, -1, -2) if shape[-2] > shape[-1] else g
+    x = jnp.asarray(wide, jnp.float32)
+    sv = lambda a: np.linalg.svd(np.asarray(a, np.float64), compute_uv=False)  # noqa: E731
+    np.testing.assert_allclose(sv(precondition(x, "spectral", 0.0))[..., 0], 1.0, rtol=1e-5)
+    fro = sv(precondition(x, "frobenius", 0.0))
+    np.testing.assert_allclose(np.sum(fro**2, axis=-1), 1.0, rtol=1e-5)
+    s4 = sv(precondition(x, "schatten", 0.0))  # Schatten-4 norm 1
+    np.testing.assert_allclose(np.sum(s4**4, axis=-1), 1.0, rtol=1e-5)
+    # AOL: row i divided by sqrt(sum_j |(G G^T)_ij|), written out in numpy
+    gram = wide @ np.swapaxes(wide, -1, -2)
+    want = wide / np.sqrt(np.abs(gram).sum(axis=-1))[..., :, None]
+    got = precondition(x, "aol", 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert sv(got).max() <= 1.0 + 1e-5  # Gershgorin: the rescaled Gram has spectrum in [0, 1]
+
+
+def test_every_preconditioning_orthogonalizes(key):
+    g = jax.random.normal(key, (16, 48))
+    exact = orthogonalize(g, method="svd")
+    for pre in ("frobenius", "spectral", "aol", "schatten"):
+        got = orthogonalize(g, preconditioning=pre, coeffs="polar_express", steps=8)
+        np.testing.assert_allclose(got, exact, atol=0.15, err_msg=pre)
+    with pytest.raises(ValueError, match="preconditioning='l2': expected one of"):
+        orthogonalize(g, preconditioning="l2")

@@ -32,7 +32,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from geomopt.optim._orthogonalize import METHODS, Coeffs, ns_coefficients, orthogonalize
+from geomopt.optim._orthogonalize import (
+    METHODS,
+    PRECONDITIONINGS,
+    Coeffs,
+    ns_coefficients,
+    orthogonalize,
+)
 from geomopt.optim._validate import check_learning_rate, check_momentum, check_nonnegative
 
 SHAPE_SCALINGS = ("none", "fan_ratio", "rms")
@@ -82,10 +88,14 @@ def _shape_scale(shape, shape_scaling: str, rms_coeff: float) -> float:
 
 
 def orthogonalize_grouped(
-    updates, shape_scaling: str = "none", rms_coeff: float = 0.2, **orth_kwargs
-) -> Any:
+    updates, shape_scaling: str = "none", rms_coeff: float = 0.2, adaptive: bool = False,
+    **orth_kwargs,
+) -> Any:  # fmt: skip
     """``scale * msign`` of every leaf of ``updates``, one batched :func:`orthogonalize` call
     per matrix shape (``(m, n)`` and ``(n, m)`` share a call: the tall ones are transposed).
+    With ``adaptive`` each leaf's ``msign(G)`` is multiplied by ``<G, msign(G)>`` (summed over
+    the whole leaf), the dual norm of ``G`` for the spectral norm (``optax.contrib.muon``'s
+    ``adaptive``; Bernstein & Newhouse 2024), before the shape scale.
 
     Leaves must have ndim >= 2 (leading axes are batch axes). Non-array leaves such as optax's
     ``MaskedNode`` are empty subtrees and are skipped.
@@ -117,8 +127,11 @@ def orthogonalize_grouped(
             start += size
             if leaf.shape[-2] > leaf.shape[-1]:
                 piece = jnp.swapaxes(piece, -1, -2)
+            piece = piece.reshape(leaf.shape)
+            if adaptive:
+                piece = jnp.sum(leaf * piece) * piece
             scale = _shape_scale(leaf.shape, shape_scaling, rms_coeff)
-            out[i] = (piece.reshape(leaf.shape) * scale).astype(leaf.dtype)
+            out[i] = (piece * scale).astype(leaf.dtype)
     return jax.tree.unflatten(treedef, out)
 
 
@@ -132,10 +145,19 @@ def scale_by_muon(
     rms_coeff: float = 0.2,
     eps: float = 1e-8,
     compute_dtype=None,
+    preconditioning: str = "frobenius",
+    adaptive: bool = False,
 ) -> optax.GradientTransformation:
     """Momentum, (Nesterov) bias-corrected direction, batched msign and shape scaling
-    (module doc); every leaf it sees must be a matrix or a stack of matrices."""
+    (module doc); every leaf it sees must be a matrix or a stack of matrices.
+    ``preconditioning`` and ``adaptive``: :func:`orthogonalize`, :func:`orthogonalize_grouped`."""
     check_momentum("momentum", momentum)
+    if preconditioning not in PRECONDITIONINGS:
+        raise ValueError(
+            f"preconditioning={preconditioning!r}: expected one of {PRECONDITIONINGS}"
+        )
+    if not isinstance(adaptive, bool):
+        raise ValueError(f"adaptive={adaptive!r}: expected True or False")
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
     if shape_scaling not in SHAPE_SCALINGS:
@@ -168,6 +190,8 @@ def scale_by_muon(
             coeffs=coeffs,
             dtype=compute_dtype,
             eps=eps,
+            preconditioning=preconditioning,
+            adaptive=adaptive,
         )
         return out, MuonState(count=count, mu=mu)
 
@@ -193,6 +217,8 @@ def muon(
     adam_weight_decay: float = 0.0,
     label_fn: Callable[[Any], Any] | None = None,
     compute_dtype=None,
+    preconditioning: str = "frobenius",
+    adaptive: bool = False,
 ) -> optax.GradientTransformation:
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
@@ -213,6 +239,10 @@ def muon(
         adam_learning_rate, adam_b1, adam_b2, adam_eps_root, adam_weight_decay: AdamW for the
             leaves labelled ``"adam"``.
         label_fn: ``params -> pytree of "muon" | "adam"``; default :func:`default_labels`.
+        preconditioning: the scaling before Newton-Schulz, ``"frobenius"`` (default),
+            ``"spectral"``, ``"aol"`` or ``"schatten"``, as ``optax.contrib.muon``'s.
+        adaptive: scale each update by the dual norm ``<G, msign(G)>`` of its direction, as
+            ``optax.contrib.muon``'s ``adaptive``.
     """
     check_learning_rate("learning_rate", learning_rate)
     check_nonnegative("weight_decay", weight_decay)
@@ -242,6 +272,8 @@ def muon(
             rms_coeff=rms_coeff,
             eps=eps,
             compute_dtype=compute_dtype,
+            preconditioning=preconditioning,
+            adaptive=adaptive,
         ),
         optax.add_decayed_weights(weight_decay, weight_decay_mask),
         optax.scale_by_learning_rate(learning_rate),

@@ -23,6 +23,21 @@ Methods to compute it over the last two axes of a ``(..., m, n)`` array:
   ``max(m, n) > 1.5 min(m, n)``) and the compute dtype is at least 32-bit, else
   ``"newton_schulz"``.
 
+How the input is scaled before the iteration (``preconditioning``; the choices of
+``optax.contrib.muon``, tested against it):
+
+- ``"frobenius"``: ``X_0 = G / (||G||_F + eps)`` (every singular value in (0, 1]).
+- ``"spectral"``: ``X_0 = G / (||G||_2 + eps)``: the largest singular value at 1 (one SVD).
+- ``"aol"``: the "almost orthogonal layer" rescaling of Turbo-Muon: with ``A = G G^T`` on the
+  wide orientation, row ``i`` is scaled by ``1 / sqrt(sum_j |A_ij|)`` (Gershgorin: every
+  singular value then lies in (0, 1], and the rescaled matrix is already closer to
+  orthogonal, which is what lets the iteration drop a step).
+- ``"schatten"``: ``X_0 = G / sqrt(||G G^T||_F)``, the Schatten-4 norm (at least the spectral
+  norm, at most the Frobenius norm).
+
+``optax`` folds the AOL and Schatten rescalings into its first Newton-Schulz step; scaling first
+and then iterating is the same computation, so every method below takes them.
+
 Coefficient presets for the Newton-Schulz methods (``coeffs``):
 
 - ``"quintic"``: (3.4445, -4.7750, 2.0315) every step (Jordan's Muon; optax's default). It
@@ -52,6 +67,7 @@ POLAR_EXPRESS = (
 )
 NEWTON_SCHULZ_QUINTIC = (15 / 8, -10 / 8, 3 / 8)
 METHODS = ("newton_schulz", "gram_newton_schulz", "auto", "svd")
+PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
 
 Coeffs = str | tuple[float, float, float] | Sequence[tuple[float, float, float]]
 
@@ -146,6 +162,24 @@ def _gram_ns(x, steps):
     return (poly(gram, *steps[-1]) @ q) @ x
 
 
+def precondition(x, preconditioning: str = "frobenius", eps: float = 1e-7):
+    """``x`` (wide: ``(..., m, n)`` with ``m <= n``) scaled for the Newton-Schulz iteration as
+    ``preconditioning`` says (module doc); in ``x``'s dtype."""
+    if preconditioning == "frobenius":
+        return x / (jnp.sqrt(jnp.sum(jnp.square(x), axis=(-2, -1), keepdims=True)) + eps)
+    if preconditioning == "spectral":
+        top = jnp.linalg.svd(x, compute_uv=False)[..., :1]
+        return x / (top[..., None] + eps)
+    gram = x @ _mT(x)
+    if preconditioning == "aol":
+        rows = jnp.maximum(jnp.sum(jnp.abs(gram), axis=-1), eps)
+        return x * jax.lax.rsqrt(rows)[..., :, None]
+    if preconditioning == "schatten":
+        s4 = jnp.maximum(jnp.sqrt(jnp.sum(jnp.square(gram), axis=(-2, -1), keepdims=True)), eps)
+        return x * jax.lax.rsqrt(s4)
+    raise ValueError(f"preconditioning={preconditioning!r}: expected one of {PRECONDITIONINGS}")
+
+
 def orthogonalize(
     g,
     method: str = "newton_schulz",
@@ -153,6 +187,7 @@ def orthogonalize(
     coeffs: Coeffs = "quintic",
     dtype=None,
     eps: float = 1e-7,
+    preconditioning: str = "frobenius",
 ):
     """msign(G) = U V^T over the last two axes of ``g`` (shape ``(..., m, n)``).
 
@@ -165,12 +200,19 @@ def orthogonalize(
         coeffs: ``"quintic"``, ``"polar_express"``, ``(a, b, c)`` or a sequence of them.
         dtype: compute dtype (e.g. ``jnp.bfloat16`` on accelerators); the Frobenius
             normalisation is done in ``g``'s dtype and the result is cast back to it.
-        eps: added to the Frobenius norm, ``X_0 = G / (||G||_F + eps)``.
+        eps: added to the Frobenius norm, ``X_0 = G / (||G||_F + eps)`` (the floor of the
+            other preconditionings' norms).
+        preconditioning: ``"frobenius"``, ``"spectral"``, ``"aol"`` or ``"schatten"``
+            (module doc); not used by ``"svd"``.
     """
     g = jnp.asarray(g)
     _check_matrix(g)
     if method not in METHODS:
         raise ValueError(f"method={method!r}: expected one of {METHODS}")
+    if preconditioning not in PRECONDITIONINGS:
+        raise ValueError(
+            f"preconditioning={preconditioning!r}: expected one of {PRECONDITIONINGS}"
+        )
     work = jnp.dtype(g.dtype if dtype is None else dtype)
     if method == "svd":
         return _svd_sign(g, work).astype(g.dtype)
@@ -178,8 +220,7 @@ def orthogonalize(
     m, n = g.shape[-2:]
     tall = m > n
     x = _mT(g) if tall else g
-    norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=(-2, -1), keepdims=True))
-    x = (x / (norm + eps)).astype(work)
+    x = precondition(x, preconditioning, eps).astype(work)
     if method == "auto":
         wide_enough = max(m, n) > 1.5 * min(m, n)
         method = "gram_newton_schulz" if wide_enough and work.itemsize >= 4 else "newton_schulz"
