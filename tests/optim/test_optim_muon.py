@@ -213,3 +213,40 @@ def test_bad_preconditioning_is_named():
         muon(0.02, preconditioning="fro")
     with pytest.raises(ValueError, match="adaptive=1: expected True or False"):
         muon(0.02, adaptive=1)
+
+
+def test_cautious_weight_decay_follows_its_formula(key):
+    from geomopt.optim import add_cautious_decayed_weights
+
+    k1, k2 = jax.random.split(key)
+    w = {"a": jax.random.normal(k1, (5, 7)), "b": jax.random.normal(k2, (7,))}
+    u = jax.tree.map(lambda x: jnp.sin(3.0 * x) - 0.2, w)
+    wd, lr = 0.3, 0.1
+    tx = optax.chain(add_cautious_decayed_weights(wd), optax.scale_by_learning_rate(lr))
+    step, _ = tx.update(u, tx.init(w), w)
+    for name in ("a", "b"):  # W - lr (u + wd 1[u W >= 0] W), written out in numpy
+        un, wn = np.asarray(u[name]), np.asarray(w[name])
+        want = -lr * (un + wd * (un * wn >= 0) * wn)
+        np.testing.assert_allclose(step[name], want, rtol=1e-6)
+    masked = add_cautious_decayed_weights(wd, mask={"a": True, "b": False})
+    out, _ = masked.update(u, masked.init(w), w)
+    np.testing.assert_array_equal(out["b"], u["b"])  # masked out: no decay
+
+
+def test_muon_cautious_decays_only_where_the_update_agrees(key):
+    params = _params(key)
+    grads = jax.tree.map(lambda p: jnp.sin(2.0 * p) + 0.1 * p, params)
+    lr, wd = 0.02, 0.5
+    plain = muon(lr, weight_decay=0.0)
+    base, _ = plain.update(grads, plain.init(params), params)
+    cautious = muon(lr, weight_decay=wd, cautious_weight_decay=True)
+    got, _ = cautious.update(grads, cautious.init(params), params)
+    for name in ("qkv", "fc", "proj", "sq"):  # the Muon leaves
+        u = -np.asarray(base[name]) / lr  # the direction Muon subtracts
+        w = np.asarray(params[name])
+        want = -lr * (u + wd * (u * w >= 0) * w)
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-7)
+        assert 0 < np.mean(u * w >= 0) < 1  # some weights decayed, some not
+    np.testing.assert_allclose(got["bias"], base["bias"])  # AdamW leaves: untouched
+    with pytest.raises(ValueError, match="cautious_weight_decay='yes'"):
+        muon(lr, cautious_weight_decay="yes")

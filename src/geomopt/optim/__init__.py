@@ -9,6 +9,9 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
+        "_cautious": [
+            "add_cautious_decayed_weights",
+        ],
         "_muon": [
             "default_labels",
             "labels_by_path",

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from geomopt.optim._cautious import add_cautious_decayed_weights
 from geomopt.optim._orthogonalize import (
     METHODS,
     PRECONDITIONINGS,
@@ -219,6 +220,7 @@ def muon(
     compute_dtype=None,
     preconditioning: str = "frobenius",
     adaptive: bool = False,
+    cautious_weight_decay: bool = False,
 ) -> optax.GradientTransformation:
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
@@ -243,9 +245,13 @@ def muon(
             ``"spectral"``, ``"aol"`` or ``"schatten"``, as ``optax.contrib.muon``'s.
         adaptive: scale each update by the dual norm ``<G, msign(G)>`` of its direction, as
             ``optax.contrib.muon``'s ``adaptive``.
+        cautious_weight_decay: decay a Muon weight only where the update moves it towards
+            zero (:func:`geomopt.optim.add_cautious_decayed_weights`; modded-nanogpt's).
     """
     check_learning_rate("learning_rate", learning_rate)
     check_nonnegative("weight_decay", weight_decay)
+    if not isinstance(cautious_weight_decay, bool):
+        raise ValueError(f"cautious_weight_decay={cautious_weight_decay!r}: expected True or False")
     check_nonnegative("adam_weight_decay", adam_weight_decay)
     check_momentum("adam_b1", adam_b1)
     check_momentum("adam_b2", adam_b2)
@@ -275,7 +281,9 @@ def muon(
             preconditioning=preconditioning,
             adaptive=adaptive,
         ),
-        optax.add_decayed_weights(weight_decay, weight_decay_mask),
+        (add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights)(
+            weight_decay, weight_decay_mask
+        ),
         optax.scale_by_learning_rate(learning_rate),
     )
     adam_part = optax.adamw(
