@@ -250,3 +250,41 @@ def test_muon_cautious_decays_only_where_the_update_agrees(key):
     np.testing.assert_allclose(got["bias"], base["bias"])  # AdamW leaves: untouched
     with pytest.raises(ValueError, match="cautious_weight_decay='yes'"):
         muon(lr, cautious_weight_decay="yes")
+
+
+@pytest.mark.parametrize("n_blocks", [3, 12])  # Q, K, V; and 4 heads of each
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_split_blocks_equal_orthogonalizing_the_slices(key, n_blocks, adaptive):
+    from geomopt.optim import blocks_by_path
+
+    k1, k2 = jax.random.split(key)
+    g = {"qkv": jax.random.normal(k1, (16, 48)), "fc": jax.random.normal(k2, (16, 64))}
+    blocks = blocks_by_path("qkv", n_blocks)(g)
+    assert blocks == {"qkv": n_blocks, "fc": 1}
+    got = orthogonalize_grouped(g, shape_scaling="fan_ratio", adaptive=adaptive, blocks=blocks)
+    whole = orthogonalize_grouped({"fc": g["fc"]}, shape_scaling="fan_ratio", adaptive=adaptive)
+    np.testing.assert_allclose(got["fc"], whole["fc"], rtol=1e-6)
+    width = 48 // n_blocks
+    for b in range(n_blocks):  # each column block as its own matrix, scaled by its own shape
+        cols = slice(b * width, (b + 1) * width)
+        alone = orthogonalize_grouped(
+            {"x": g["qkv"][:, cols]}, shape_scaling="fan_ratio", adaptive=adaptive
+        )["x"]
+        np.testing.assert_allclose(got["qkv"][:, cols], alone, rtol=1e-5, atol=1e-6)
+
+
+def test_muon_blocks_on_gpt2_qkv_and_bad_splits(key):
+    from geomopt.optim import blocks_by_path
+
+    params = _params(key)  # qkv is 8 x 24: Q, K, V of width 8
+    tx = muon(0.02, blocks=blocks_by_path("qkv", 3))
+    out, _ = tx.update(params, tx.init(params), params)
+    for b in range(3):
+        block = out["qkv"][:, 8 * b : 8 * (b + 1)]
+        s = np.linalg.svd(np.asarray(block), compute_uv=False)
+        assert s.min() > 0.5 * s.max()  # each block near-orthogonal on its own
+    with pytest.raises(ValueError, match="24 columns do not split into 5 equal blocks"):
+        bad = muon(0.02, blocks=blocks_by_path("qkv", 5))
+        bad.update(params, bad.init(params), params)
+    with pytest.raises(ValueError, match="n_blocks=0"):
+        blocks_by_path("qkv", 0)

@@ -13,6 +13,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "add_cautious_decayed_weights",
         ],
         "_muon": [
+            "blocks_by_path",
             "default_labels",
             "labels_by_path",
             "muon",

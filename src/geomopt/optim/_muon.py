@@ -88,51 +88,96 @@ def _shape_scale(shape, shape_scaling: str, rms_coeff: float) -> float:
     return rms_coeff * max(fan_in, fan_out) ** 0.5
 
 
+def blocks_by_path(match: str | Callable[[str], bool], n_blocks: int) -> Callable[[Any], Any]:
+    """A ``blocks`` function for :func:`muon`: leaves whose key path (``jax.tree_util.keystr``)
+    contains ``match`` (or satisfies it, if a callable) are orthogonalised as ``n_blocks``
+    equal column blocks (the last axis split), the rest whole.
+
+    GPT-2's fused attention input weight ``qkv`` (``d x 3d``, columns ``[q | k | v]``, each
+    ``n_head`` heads of ``d / n_head``): ``blocks_by_path("qkv", 3)`` orthogonalises Q, K and V
+    separately, ``blocks_by_path("qkv", 3 * n_head)`` every head of each.
+    """
+    if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 1:
+        raise ValueError(f"n_blocks={n_blocks!r}: expected an integer >= 1")
+    hit = match if callable(match) else (lambda path: match in path)
+
+    def blocks(tree):
+        return jax.tree_util.tree_map_with_path(
+            lambda path, _: n_blocks if hit(jax.tree_util.keystr(path)) else 1, tree
+        )
+
+    return blocks
+
+
+def _split_columns(leaf, k: int):
+    """``(..., m, n) -> (..., k, m, n / k)``: the ``k`` column blocks as a batch axis."""
+    m, n = leaf.shape[-2:]
+    if n % k:
+        raise ValueError(f"muon leaf of shape {leaf.shape}: {n} columns do not split into {k} "
+                         "equal blocks")  # fmt: skip
+    x = leaf.reshape(leaf.shape[:-1] + (k, n // k))
+    return jnp.moveaxis(x, -2, -3)
+
+
+def _join_columns(x, shape):
+    return jnp.moveaxis(x, -3, -2).reshape(shape)
+
+
 def orthogonalize_grouped(
     updates, shape_scaling: str = "none", rms_coeff: float = 0.2, adaptive: bool = False,
-    **orth_kwargs,
+    blocks: Any = None, **orth_kwargs,
 ) -> Any:  # fmt: skip
     """``scale * msign`` of every leaf of ``updates``, one batched :func:`orthogonalize` call
     per matrix shape (``(m, n)`` and ``(n, m)`` share a call: the tall ones are transposed).
     With ``adaptive`` each leaf's ``msign(G)`` is multiplied by ``<G, msign(G)>`` (summed over
     the whole leaf), the dual norm of ``G`` for the spectral norm (``optax.contrib.muon``'s
-    ``adaptive``; Bernstein & Newhouse 2024), before the shape scale.
+    ``adaptive``; Bernstein & Newhouse 2024), before the shape scale. ``blocks``: a pytree like
+    ``updates`` of block counts (:func:`blocks_by_path`); a leaf with ``k > 1`` is split into
+    ``k`` equal column blocks, each orthogonalised (and shape-scaled) as its own matrix.
 
     Leaves must have ndim >= 2 (leading axes are batch axes). Non-array leaves such as optax's
     ``MaskedNode`` are empty subtrees and are skipped.
     """
     leaves, treedef = jax.tree.flatten(updates)
-    groups: dict[tuple, list[int]] = {}
-    for i, leaf in enumerate(leaves):
+    counts = [1] * len(leaves) if blocks is None else treedef.flatten_up_to(blocks)
+    views = []
+    for leaf, k in zip(leaves, counts, strict=True):
         if leaf.ndim < 2:
             raise ValueError(
                 f"muon leaf of shape {leaf.shape}: expected a matrix (ndim >= 2); route it "
                 "to 'adam' with label_fn"
             )
-        m, n = leaf.shape[-2:]
-        groups.setdefault((min(m, n), max(m, n), leaf.dtype), []).append(i)
+        views.append(leaf if int(k) == 1 else _split_columns(leaf, int(k)))
+    groups: dict[tuple, list[int]] = {}
+    for i, view in enumerate(views):
+        m, n = view.shape[-2:]
+        groups.setdefault((min(m, n), max(m, n), view.dtype), []).append(i)
     out = list(leaves)
     for idx in groups.values():
         wide = []
         for i in idx:
-            leaf = leaves[i]
-            x = leaf.reshape((-1,) + leaf.shape[-2:])
-            wide.append(jnp.swapaxes(x, -1, -2) if leaf.shape[-2] > leaf.shape[-1] else x)
+            view = views[i]
+            x = view.reshape((-1,) + view.shape[-2:])
+            wide.append(jnp.swapaxes(x, -1, -2) if view.shape[-2] > view.shape[-1] else x)
         sizes = [w.shape[0] for w in wide]
         stacked = wide[0] if len(wide) == 1 else jnp.concatenate(wide, axis=0)
         ortho = orthogonalize(stacked, **orth_kwargs)
         start = 0
         for i, size in zip(idx, sizes, strict=True):
-            leaf = leaves[i]
+            view = views[i]
             piece = ortho[start : start + size]
             start += size
-            if leaf.shape[-2] > leaf.shape[-1]:
+            if view.shape[-2] > view.shape[-1]:
                 piece = jnp.swapaxes(piece, -1, -2)
-            piece = piece.reshape(leaf.shape)
-            if adaptive:
-                piece = jnp.sum(leaf * piece) * piece
-            scale = _shape_scale(leaf.shape, shape_scaling, rms_coeff)
-            out[i] = (piece * scale).astype(leaf.dtype)
+            piece = piece.reshape(view.shape)
+            split = view.shape != leaves[i].shape
+            if adaptive:  # a split leaf: each block by its own dual norm
+                axes = (-2, -1) if split else None
+                piece = jnp.sum(view * piece, axis=axes, keepdims=split) * piece
+            if split:
+                piece = _join_columns(piece, leaves[i].shape)
+            scale = _shape_scale(view.shape, shape_scaling, rms_coeff)
+            out[i] = (piece * scale).astype(leaves[i].dtype)
     return jax.tree.unflatten(treedef, out)
 
 
@@ -148,10 +193,12 @@ def scale_by_muon(
     compute_dtype=None,
     preconditioning: str = "frobenius",
     adaptive: bool = False,
+    blocks: Callable[[Any], Any] | None = None,
 ) -> optax.GradientTransformation:
     """Momentum, (Nesterov) bias-corrected direction, batched msign and shape scaling
     (module doc); every leaf it sees must be a matrix or a stack of matrices.
-    ``preconditioning`` and ``adaptive``: :func:`orthogonalize`, :func:`orthogonalize_grouped`."""
+    ``preconditioning``, ``adaptive`` and ``blocks`` (a function of the updates, e.g.
+    :func:`blocks_by_path`): :func:`orthogonalize`, :func:`orthogonalize_grouped`."""
     check_momentum("momentum", momentum)
     if preconditioning not in PRECONDITIONINGS:
         raise ValueError(
@@ -193,6 +240,7 @@ def scale_by_muon(
             eps=eps,
             preconditioning=preconditioning,
             adaptive=adaptive,
+            blocks=None if blocks is None else blocks(direction),
         )
         return out, MuonState(count=count, mu=mu)
 
@@ -221,6 +269,7 @@ def muon(
     preconditioning: str = "frobenius",
     adaptive: bool = False,
     cautious_weight_decay: bool = False,
+    blocks: Callable[[Any], Any] | None = None,
 ) -> optax.GradientTransformation:
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
@@ -247,6 +296,9 @@ def muon(
             ``optax.contrib.muon``'s ``adaptive``.
         cautious_weight_decay: decay a Muon weight only where the update moves it towards
             zero (:func:`geomopt.optim.add_cautious_decayed_weights`; modded-nanogpt's).
+        blocks: ``params -> pytree of block counts`` (:func:`blocks_by_path`): orthogonalise a
+            fused weight as separate column blocks, e.g. GPT-2's ``qkv`` as Q, K and V or per
+            head.
     """
     check_learning_rate("learning_rate", learning_rate)
     check_nonnegative("weight_decay", weight_decay)
@@ -280,6 +332,7 @@ def muon(
             compute_dtype=compute_dtype,
             preconditioning=preconditioning,
             adaptive=adaptive,
+            blocks=blocks,
         ),
         (add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights)(
             weight_decay, weight_decay_mask
