@@ -288,3 +288,32 @@ def test_muon_blocks_on_gpt2_qkv_and_bad_splits(key):
         bad.update(params, bad.init(params), params)
     with pytest.raises(ValueError, match="n_blocks=0"):
         blocks_by_path("qkv", 0)
+
+
+@pytest.mark.parametrize("neuron_axis", [-1, -2])
+def test_normuon_follows_its_formula(key, neuron_axis):
+    """Three steps of muon(normuon=True) against plain Muon's directions put through the
+    NorMuon recursion written out in numpy (per-neuron EMA of mean squares, divide, restore
+    the Frobenius norm)."""
+    params = _params(key)
+    lr, beta2 = 0.02, 0.9
+    plain, nor = muon(lr), muon(lr, normuon=True, normuon_beta2=beta2, neuron_axis=neuron_axis)
+    s_plain, s_nor = plain.init(params), nor.init(params)
+    over = -2 if neuron_axis == -1 else -1
+    nu = {k: 0.0 for k in ("qkv", "fc", "proj", "sq")}
+    for t in range(3):
+        grads = jax.tree.map(lambda p, t=t: jnp.cos((t + 1.0) * p), params)
+        base, s_plain = plain.update(grads, s_plain, params)
+        got, s_nor = nor.update(grads, s_nor, params)
+        for k in nu:
+            o = -np.asarray(base[k], np.float64) / lr
+            nu[k] = beta2 * nu[k] + (1 - beta2) * np.mean(o**2, axis=over, keepdims=True)
+            scaled = o / (np.sqrt(nu[k]) + 1e-10)
+            want = scaled * np.linalg.norm(o) / np.linalg.norm(scaled)
+            np.testing.assert_allclose(-np.asarray(got[k]) / lr, want, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(got["bias"], base["bias"])
+    # the norm is kept, the neurons are evened out
+    o = -np.asarray(got["fc"]) / lr
+    assert np.linalg.norm(o) == pytest.approx(np.linalg.norm(-np.asarray(base["fc"]) / lr), 1e-5)
+    with pytest.raises(ValueError, match="neuron_axis=0"):
+        muon(lr, normuon=True, neuron_axis=0)

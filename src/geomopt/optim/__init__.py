@@ -20,6 +20,9 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "orthogonalize_grouped",
             "scale_by_muon",
         ],
+        "_normuon": [
+            "scale_by_normuon",
+        ],
         "_orthogonalize": [
             "orthogonalize",
         ],

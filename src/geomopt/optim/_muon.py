@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import optax
 
 from geomopt.optim._cautious import add_cautious_decayed_weights
+from geomopt.optim._normuon import scale_by_normuon
 from geomopt.optim._orthogonalize import (
     METHODS,
     PRECONDITIONINGS,
@@ -270,6 +271,9 @@ def muon(
     adaptive: bool = False,
     cautious_weight_decay: bool = False,
     blocks: Callable[[Any], Any] | None = None,
+    normuon: bool = False,
+    normuon_beta2: float = 0.95,
+    neuron_axis: int = -1,
 ) -> optax.GradientTransformation:
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
@@ -299,9 +303,13 @@ def muon(
         blocks: ``params -> pytree of block counts`` (:func:`blocks_by_path`): orthogonalise a
             fused weight as separate column blocks, e.g. GPT-2's ``qkv`` as Q, K and V or per
             head.
+        normuon, normuon_beta2, neuron_axis: NorMuon's neuron-wise normalisation of the
+            orthogonalised update (:func:`geomopt.optim.scale_by_normuon`).
     """
     check_learning_rate("learning_rate", learning_rate)
     check_nonnegative("weight_decay", weight_decay)
+    if not isinstance(normuon, bool):
+        raise ValueError(f"normuon={normuon!r}: expected True or False")
     if not isinstance(cautious_weight_decay, bool):
         raise ValueError(f"cautious_weight_decay={cautious_weight_decay!r}: expected True or False")
     check_nonnegative("adam_weight_decay", adam_weight_decay)
@@ -319,7 +327,8 @@ def muon(
                 raise ValueError(f"label_fn returned label {lab!r}: expected one of {LABELS}")
         return tree
 
-    muon_part = optax.chain(
+    decay = add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights
+    steps = [
         scale_by_muon(
             momentum=momentum,
             nesterov=nesterov,
@@ -334,11 +343,12 @@ def muon(
             adaptive=adaptive,
             blocks=blocks,
         ),
-        (add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights)(
-            weight_decay, weight_decay_mask
-        ),
+        decay(weight_decay, weight_decay_mask),
         optax.scale_by_learning_rate(learning_rate),
-    )
+    ]
+    if normuon:  # only then: the state of plain Muon (and its checkpoints) stays as it was
+        steps.insert(1, scale_by_normuon(normuon_beta2, neuron_axis=neuron_axis))
+    muon_part = optax.chain(*steps)
     adam_part = optax.adamw(
         learning_rate=adam_learning_rate,
         b1=adam_b1,
