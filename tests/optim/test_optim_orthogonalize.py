@@ -11,7 +11,9 @@ from optax.contrib import _muon as optax_muon
 from geomopt.optim import orthogonalize
 from geomopt.optim._orthogonalize import POLAR_EXPRESS, QUINTIC, ns_coefficients
 
-_ortho = jax.jit(orthogonalize, static_argnames=("method", "steps", "coeffs", "dtype", "eps"))
+_ortho = jax.jit(
+    orthogonalize, static_argnames=("method", "steps", "coeffs", "dtype", "eps", "restart")
+)
 
 
 def _well_conditioned(key, m, n, cond=10.0, batch=()):
@@ -116,8 +118,35 @@ def test_bfloat16_compute_returns_input_dtype(key):
     assert out.dtype == jnp.float32
     s = _svals(out)
     assert s.min() > 0.5 and s.max() < 1.3
-    # "auto" keeps the plain (stable) iteration in bfloat16.
-    np.testing.assert_allclose(_ortho(g, method="auto", dtype=jnp.bfloat16), out, rtol=0)
+    # "auto" in bfloat16: the Gram form, restarted every 3 steps
+    np.testing.assert_allclose(
+        _ortho(g, method="auto", dtype=jnp.bfloat16),
+        _ortho(g, method="gram_newton_schulz", dtype=jnp.bfloat16, restart=3),
+        rtol=0,
+    )
+
+
+def test_restarted_gram_holds_in_bfloat16_where_the_plain_gram_form_blows_up():
+    """A decaying spectrum (128 x 512, s_i = exp(-i / 10) + 1e-3), bfloat16 compute, against the
+    same polynomial in float32."""
+    rng = np.random.default_rng(0)
+    u, _ = np.linalg.qr(rng.standard_normal((128, 128)))
+    v, _ = np.linalg.qr(rng.standard_normal((512, 128)))
+    g = jnp.asarray((u * (np.exp(-np.arange(128) / 10.0) + 1e-3)) @ v.T, jnp.float32)
+    ref = np.asarray(orthogonalize(g, method="newton_schulz"), np.float64)
+
+    def run(**kw):
+        out = orthogonalize(g, dtype=jnp.bfloat16, **kw).astype(jnp.float32)
+        out = np.asarray(out, np.float64)
+        return np.abs(out - ref).max(), _svals(out).max()
+
+    err_gram, top_gram = run(method="gram_newton_schulz")
+    err_restart, top_restart = run(method="gram_newton_schulz", restart=3)
+    err_plain, _ = run(method="newton_schulz")
+    assert top_gram > 2.0  # the unrestarted recursion: singular values far above 1.2
+    assert top_restart < 1.25 and err_restart < err_plain < err_gram
+    with pytest.raises(ValueError, match="restart=0"):
+        orthogonalize(g, method="gram_newton_schulz", restart=0)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ What this adds over ``optax.contrib.muon``: all Muon leaves whose matrices have 
 to a transpose (GPT-2's 768x3072 and 3072x768 MLP matrices included) are stacked and
 orthogonalised by ONE batched call, and by default (``method="auto"``) wide/tall matrices in
 float32 use the Gram form of the same Newton-Schulz polynomial, which needs about 0.55x the
-flops for a 768 x 3072 matrix (see :func:`orthogonalize`; bfloat16 compute keeps the plain form).
+flops for a 768 x 3072 matrix (see :func:`orthogonalize`; in bfloat16 the Gram form restarts
+every 3 steps).
 With ``method="newton_schulz"`` the arithmetic is the same as optax's, only batched.
 Non-Muon leaves (labels ``"adam"``) get ``optax.adamw`` with optax's muon defaults
 (b1 0.9, b2 0.999, eps 1e-8, Nesterov as Muon's).
