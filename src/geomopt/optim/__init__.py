@@ -37,6 +37,9 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "one_cycle_schedule",
             "wsd_schedule",
         ],
+        "_sharded": [
+            "orthogonalize_sharded",
+        ],
         "_sign": [
             "sgd",
             "sign_sgd",

@@ -42,6 +42,7 @@ from geomopt.optim._orthogonalize import (
     ns_coefficients,
     orthogonalize,
 )
+from geomopt.optim._sharded import sharded_orth
 from geomopt.optim._validate import check_learning_rate, check_momentum, check_nonnegative
 
 SHAPE_SCALINGS = ("none", "fan_ratio", "rms")
@@ -127,7 +128,7 @@ def _join_columns(x, shape):
 
 def orthogonalize_grouped(
     updates, shape_scaling: str = "none", rms_coeff: float = 0.2, adaptive: bool = False,
-    blocks: Any = None, **orth_kwargs,
+    blocks: Any = None, orth: Any = None, **orth_kwargs,
 ) -> Any:  # fmt: skip
     """``scale * msign`` of every leaf of ``updates``, one batched :func:`orthogonalize` call
     per matrix shape (``(m, n)`` and ``(n, m)`` share a call: the tall ones are transposed).
@@ -136,6 +137,8 @@ def orthogonalize_grouped(
     ``adaptive``; Bernstein & Newhouse 2024), before the shape scale. ``blocks``: a pytree like
     ``updates`` of block counts (:func:`blocks_by_path`); a leaf with ``k > 1`` is split into
     ``k`` equal column blocks, each orthogonalised (and shape-scaled) as its own matrix.
+    ``orth`` replaces :func:`orthogonalize` for the stacks (e.g. spread over devices:
+    :func:`geomopt.optim.orthogonalize_sharded`).
 
     Leaves must have ndim >= 2 (leading axes are batch axes). Non-array leaves such as optax's
     ``MaskedNode`` are empty subtrees and are skipped.
@@ -163,7 +166,7 @@ def orthogonalize_grouped(
             wide.append(jnp.swapaxes(x, -1, -2) if view.shape[-2] > view.shape[-1] else x)
         sizes = [w.shape[0] for w in wide]
         stacked = wide[0] if len(wide) == 1 else jnp.concatenate(wide, axis=0)
-        ortho = orthogonalize(stacked, **orth_kwargs)
+        ortho = (orthogonalize if orth is None else orth)(stacked, **orth_kwargs)
         start = 0
         for i, size in zip(idx, sizes, strict=True):
             view = views[i]
@@ -196,11 +199,15 @@ def scale_by_muon(
     preconditioning: str = "frobenius",
     adaptive: bool = False,
     blocks: Callable[[Any], Any] | None = None,
+    mesh: Any = None,
+    mesh_axis: str = "data",
 ) -> optax.GradientTransformation:
     """Momentum, (Nesterov) bias-corrected direction, batched msign and shape scaling
     (module doc); every leaf it sees must be a matrix or a stack of matrices.
     ``preconditioning``, ``adaptive`` and ``blocks`` (a function of the updates, e.g.
-    :func:`blocks_by_path`): :func:`orthogonalize`, :func:`orthogonalize_grouped`."""
+    :func:`blocks_by_path`): :func:`orthogonalize`, :func:`orthogonalize_grouped`. With a
+    ``mesh`` each matrix is orthogonalised on one device of ``mesh_axis`` and the results
+    shared (:mod:`geomopt.optim._sharded`)."""
     check_momentum("momentum", momentum)
     if preconditioning not in PRECONDITIONINGS:
         raise ValueError(
@@ -243,6 +250,7 @@ def scale_by_muon(
             preconditioning=preconditioning,
             adaptive=adaptive,
             blocks=None if blocks is None else blocks(direction),
+            orth=None if mesh is None else sharded_orth(mesh, mesh_axis),
         )
         return out, MuonState(count=count, mu=mu)
 
@@ -275,6 +283,8 @@ def muon(
     normuon: bool = False,
     normuon_beta2: float = 0.95,
     neuron_axis: int = -1,
+    mesh: Any = None,
+    mesh_axis: str = "data",
 ) -> optax.GradientTransformation:
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
@@ -306,6 +316,9 @@ def muon(
             head.
         normuon, normuon_beta2, neuron_axis: NorMuon's neuron-wise normalisation of the
             orthogonalised update (:func:`geomopt.optim.scale_by_normuon`).
+        mesh, mesh_axis: orthogonalise each matrix once, on one device of this mesh axis, and
+            share the results (:func:`geomopt.optim.orthogonalize_sharded`), instead of every
+            device orthogonalising every matrix.
     """
     check_learning_rate("learning_rate", learning_rate)
     check_nonnegative("weight_decay", weight_decay)
@@ -343,6 +356,8 @@ def muon(
             preconditioning=preconditioning,
             adaptive=adaptive,
             blocks=blocks,
+            mesh=mesh,
+            mesh_axis=mesh_axis,
         ),
         decay(weight_decay, weight_decay_mask),
         optax.scale_by_learning_rate(learning_rate),
