@@ -30,6 +30,8 @@ def test_heat_map_and_decomposition_match_the_gaussian_closed_form():
     for i, s in enumerate(sigmas):
         want = s * np.linalg.norm(pts - MU, axis=1) / (S0**2 + s**2)
         np.testing.assert_allclose(d.force_norm[i], want, rtol=1e-5)
+        np.testing.assert_allclose(d.forces[i], -s * (pts - MU) / (S0**2 + s**2), rtol=1e-5,
+                                   atol=1e-7)  # fmt: skip
     f = -0.3 * (pts - MU) / (S0**2 + 0.09)
     e1 = (x1 - x0) / np.linalg.norm(x1 - x0)
     np.testing.assert_allclose(d.tangential, f @ e1, rtol=1e-5, atol=1e-7)
@@ -126,3 +128,9 @@ def test_every_preset_is_valid_and_quick_uses_the_official_grid():
     quick = exp_score_diagnostics.EXPERIMENT.presets["quick"]
     assert quick.sigmas == gfm.DEFAULT_DIAGNOSTIC_SIGMAS
     assert (quick.n_points, quick.grid_size, quick.extent) == (20, 15, 1.5)
+
+
+@pytest.mark.slow
+def test_smoke_preset_runs_and_draws_its_figures(run_smoke, gfm_out):
+    outcome = run_smoke(exp_score_diagnostics.EXPERIMENT, gfm_out)
+    assert outcome.headline

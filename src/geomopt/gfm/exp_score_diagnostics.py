@@ -254,7 +254,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
         for j, label in enumerate(("exact", "trained0")):
             g = {k.split("/")[-1]: arr[k] for k in arr.files if k.startswith(f"{name}/{label}/")}
             diag = ScoreDiagnostics(
-                alphas=g["alphas"], sigmas=g["sigmas"], force_norm=g["force_norm"],
+                alphas=g["alphas"], sigmas=g["sigmas"], forces=np.zeros(0),
+                force_norm=g["force_norm"],
                 sigma=float(cfg["sigma"]), path_force=np.zeros(0), tangential=g["tangential"],
                 normal=g["normal"], total=g["total"],
                 plane=PlaneField(u=g["u"], v=g["v"], points=np.zeros(0), f_u=g["f_u"],
