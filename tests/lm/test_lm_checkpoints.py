@@ -178,3 +178,13 @@ def test_full_disk_on_the_first_checkpoint_says_the_run_starts_over(tmp_path, mo
     with pytest.raises(CheckpointWriteError, match="no earlier checkpoint exists, so the same"):
         store.save(1, *state(1))
     store.close()
+
+
+def test_a_fresh_start_clears_through_the_barriers_even_without_a_folder(tmp_path, monkeypatch):
+    """Every host must run the same collectives: one that does not see the folder yet (a
+    shared file system lags) still takes part in the clearing barriers."""
+    calls = []
+    monkeypatch.setattr(_checkpoints, "clear_checkpoint_dir", lambda path: calls.append(path))
+    store = Checkpoints(tmp_path / "not_there_yet", 2, fresh=True, say=print)
+    store.close()
+    assert calls == [(tmp_path / "not_there_yet").resolve()]

@@ -162,7 +162,7 @@ class Checkpoints:
         self.path = Path(path).resolve()
         self.damaged = self.path.with_name(self.path.name + ".damaged")
         self.say = say
-        if fresh and self.path.exists():
+        if fresh:  # every host takes part in the barriers, whether or not it sees the folder
             clear_checkpoint_dir(self.path)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
