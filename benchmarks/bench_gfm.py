@@ -46,7 +46,6 @@ import tyro
 
 from geomopt import gfm
 from geomopt.diffusion import train_for_manifold
-from geomopt.gfm._potentials import score_config
 from geomopt.gfm.exp_train_score import QUICK_DENOISER
 from geomopt.manifolds import get_manifold
 from geomopt.runs import atomic_write_bytes, atomic_write_json
@@ -116,7 +115,7 @@ def rounds(fns: dict, repeats: int, twice: bool) -> dict:
 def denoiser(cache: str):
     key = {"manifold": "torus", **dataclasses.asdict(QUICK_DENOISER)}
     folder = Path(cache) / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return train_for_manifold("torus", score_config(QUICK_DENOISER, "torus"), folder)[0]
+    return train_for_manifold("torus", gfm.score_config(QUICK_DENOISER, "torus"), folder)[0]
 
 
 def surface_pairs(torus, n: int, seed: int, k: int = PAIR_POINTS) -> dict:

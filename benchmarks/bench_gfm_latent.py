@@ -4,7 +4,7 @@ One endpoint pair per size, the official shape-latent setting: 10 waypoints (``-
 sigma 0.3 (force = score of the denoiser at sigma), lambda 1, hypersphere-projected residual,
 SLERP initialisation. Official Adam: lr 0.01, eps 1e-5, 500 iterations, no clipping, force
 detached (:func:`geomopt.gfm.latent.official_adam`). The matrix-free solvers
-(:func:`geomopt.gfm._matrix_free.minimise_path_matrix_free`, ``fd_trace`` preconditioner,
+(:func:`geomopt.gfm.minimise_path_matrix_free`, ``fd_trace`` preconditioner,
 tangent steps), each run to the EL residual Adam ends at (``sqrt(mean_i |r_i|^2)``):
 ``method="newton"`` (inexact Newton-GMRES, the default of :func:`geomopt.gfm.solve_matrix_free`),
 and ``"lm"`` (Levenberg-Marquardt with our PCG on the normal equations); both also to 1/100 of
@@ -47,9 +47,8 @@ import numpy as np
 import tyro
 
 from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_preconditioning
-from geomopt.gfm._init import slerp
-from geomopt.gfm._matrix_free import gfm_residual, minimise_path_matrix_free
-from geomopt.gfm.latent import _adam_jit
+from geomopt.gfm import gfm_residual, minimise_path_matrix_free, slerp
+from geomopt.gfm.latent import official_adam_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,14 +174,8 @@ def bench_one(d, k, args):
     lam = jnp.asarray(1.0, jnp.float32)
 
     def adam(x0, x1, score):
-        return _adam_jit(
-            slerp(x0, x1, k),
-            score,
-            lam,
-            jnp.asarray(0.01, jnp.float32),
-            jnp.asarray(1e-5, jnp.float32),
-            args.adam_iters,
-            "hypersphere",
+        return official_adam_path(
+            slerp(x0, x1, k), score=score, lam=lam, lr=0.01, eps=1e-5, iters=args.adam_iters
         )
 
     def mf(x0, x1, score, tol, method):

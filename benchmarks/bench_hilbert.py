@@ -37,7 +37,7 @@ hilbertsfc's time per point (the stretch target 0.5x is reported too).
 
 Encoder modes (``--mode-cases``): every exact encoder of ``hilbert_index`` (table, unrolled,
 loop) side by side on the same points, per (d, bits), with the median and interquartile range of
-the CPU time per point; ``hilbert_index`` uses the fastest (``_curves._encoder_mode``), and the
+the CPU time per point; ``hilbert_index`` uses the fastest (``hilbert_encoder``), and the
 table says whether the default is the fastest in this run.
 
 The results file starts with the command line that produced it (this process's arguments and
@@ -60,7 +60,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geomopt.canon import _curves, hilbert_index, words_to_int
+from geomopt.canon import (
+    HILBERT_ENCODERS,
+    hilbert_encoder,
+    hilbert_encoders,
+    hilbert_index,
+    hilbert_index_with,
+    invert_or_swap,
+    words_to_int,
+)
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docstring
 
@@ -68,7 +76,7 @@ GOAL_RATIO = 200.0
 GOAL_SFC = 1.0  # geomopt's time per point / hilbertsfc's, 3-D at 16 bits
 STRETCH_SFC = 0.5
 DEFAULT_CASES = ",".join(f"{d}:{min(16, 64 // d)}" for d in range(2, 17)) + ",8:10"
-# Around the switch points of _curves._encoder_mode, the usual resolutions, and d >= 5.
+# Around the switch points of hilbert_encoder, the usual resolutions, and d >= 5.
 DEFAULT_MODE_CASES = (
     "1:16,2:2,2:3,2:16,3:2,3:3,3:8,3:12,3:16,3:21,3:32,4:4,4:8,4:10,4:11,4:12,4:16,"
     "5:12,6:10,8:8,10:6,16:4"
@@ -198,7 +206,7 @@ def bench_case(d, bits, n, n_python, n_numpy, repeats, sfc) -> dict:
     compile_s = time.perf_counter() - t0
     ours = np.asarray(compiled(q_dev))
     row = {"d": d, "bits": bits, "n": n, "compile_s": compile_s}
-    row["mode"] = _curves._encoder_mode(d, min(bits, 32))
+    row["mode"] = hilbert_encoder(d, bits)
 
     from hilbertcurve.hilbertcurve import HilbertCurve
 
@@ -254,16 +262,6 @@ def bench_case(d, bits, n, n_python, n_numpy, repeats, sfc) -> dict:
     return row
 
 
-def _modes_for(d: int, bits: int) -> list[str]:
-    """The exact encoders that apply: table for d <= 4, unrolled up to 64 index bits (beyond,
-    it compiles slowly and is never chosen), loop always."""
-    b = min(bits, 32)
-    modes = ["table"] if d <= _curves._TABLE_MAX_D else []
-    if d * b <= _curves._UNROLL_MAX_BITS:
-        modes.append("unrolled")
-    return modes + ["loop"]
-
-
 def compare_modes(cases: list[tuple[int, int]], n: int, repeats: int) -> list[dict]:
     """Every exact encoder of each (d, bits) on the same ``n`` points, interleaved rounds; per
     mode the median and quartiles of CPU and wall ns per point. Outputs are checked equal."""
@@ -272,10 +270,10 @@ def compare_modes(cases: list[tuple[int, int]], n: int, repeats: int) -> list[di
         rng = np.random.default_rng(d * 100 + bits)
         q = rng.integers(0, 2 ** min(bits, 32), size=(n, d), dtype=np.uint64).astype(np.uint32)
         q_dev = jax.device_put(jnp.asarray(q))
-        modes = _modes_for(d, bits)
+        modes = hilbert_encoders(d, bits)
         fns = {}
         for m in modes:
-            f = jax.jit(lambda x, m=m, b=bits: _curves._hilbert_kernel(x, b, m))
+            f = jax.jit(lambda x, m=m, b=bits: hilbert_index_with(x, b, m))
             fns[m] = f.lower(q_dev).compile()
         ref = np.asarray(fns[modes[0]](q_dev))
         for m in modes[1:]:
@@ -283,7 +281,7 @@ def compare_modes(cases: list[tuple[int, int]], n: int, repeats: int) -> list[di
                 raise AssertionError(f"d={d}, bits={bits}: {m} differs from {modes[0]}")
         tools = {m: (lambda f=f, x=q_dev: jax.block_until_ready(f(x)), n) for m, f in fns.items()}
         times = interleaved(tools, repeats)
-        row = {"d": d, "bits": bits, "default": _curves._encoder_mode(d, min(bits, 32))}
+        row = {"d": d, "bits": bits, "default": hilbert_encoder(d, bits)}
         for m, (w, c) in times.items():
             row[m] = {
                 "cpu": float(np.median(c)),
@@ -303,7 +301,7 @@ def modes_markdown(rows: list[dict], n: int, repeats: int) -> list[str]:
         "",
         "CPU ns per point, median [interquartile range] over the rounds (wall-time medians in "
         "the JSON printed by the run). `hilbert_index` picks the mode per (d, bits) by "
-        "`_curves._encoder_mode`; the last column is the default's median over the fastest "
+        "`hilbert_encoder`; the last column is the default's median over the fastest "
         "median in this run (1.00x: the default was the fastest; within the quartiles of a "
         "near tie, either is as good).",
         "",
@@ -334,7 +332,7 @@ def _transform_only(x, out_dtype):
         low = jnp.asarray((1 << level) - 1, jnp.uint16)
         for i in range(3):
             bit = (xs[i] >> level) & jnp.uint16(1)
-            _curves._invert_or_swap(xs, i, jnp.uint16(0) - bit, low)
+            invert_or_swap(xs, i, jnp.uint16(0) - bit, low)
     return (xs[0] ^ xs[1] ^ xs[2]).astype(out_dtype)
 
 
@@ -347,10 +345,10 @@ def probe_3d(n: int, repeats: int, sfc) -> dict:
     q_dev = jax.device_put(jnp.asarray(q))
     soa = jax.device_put(jnp.asarray(np.ascontiguousarray(q.T.astype(np.uint16))))
     public = jax.jit(lambda x: hilbert_index(x, 16)).lower(q_dev).compile()
-    default = _curves._encoder_mode(3, 16)
+    default = hilbert_encoder(3, 16)
     calls = {f"hilbert_index (n, 3) -> (n, 2), {default} (the default)": (public, q_dev)}
-    for mode in [m for m in _curves._MODES if m != default]:
-        f = jax.jit(lambda x, m=mode: _curves._hilbert_kernel(x, 16, m))
+    for mode in [m for m in HILBERT_ENCODERS if m != default]:
+        f = jax.jit(lambda x, m=mode: hilbert_index_with(x, 16, m))
         calls[f"{mode} mode (n, 3) -> (n, 2)"] = (f.lower(q_dev).compile(), q_dev)
     for name, dt in (("uint16", jnp.uint16), ("uint32", jnp.uint32)):
         f = jax.jit(lambda x, dt=dt: _transform_only(x, dt))

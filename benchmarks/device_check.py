@@ -256,7 +256,7 @@ def timed(fn, *args, repeats: int, warmup: int = 1, inner: int = 1):
 def nominal_peak() -> tuple[float, str]:
     import jax
 
-    from geomopt.lm._metrics import peak_flops_per_device
+    from geomopt.lm import peak_flops_per_device
 
     dev = jax.devices()[0]
     peak = peak_flops_per_device(dev)
@@ -408,7 +408,7 @@ def accelerator_tests(ctx: Context) -> dict:
 
 
 def _gpt2_config(ctx: Context, attention: str = "blocked"):
-    from geomopt.lm._config import GPT2Config, presets
+    from geomopt.lm import GPT2Config, presets
 
     if ctx.args.dry_run:
         return GPT2Config(
@@ -419,8 +419,7 @@ def _gpt2_config(ctx: Context, attention: str = "blocked"):
 
 
 def _trainer(ctx: Context, model, batch: int):
-    from geomopt.lm._config import DataConfig, OptimConfig, TrainConfig
-    from geomopt.lm._train import Trainer
+    from geomopt.lm import DataConfig, OptimConfig, TrainConfig, Trainer
 
     cfg = TrainConfig(
         model=model,
@@ -441,7 +440,7 @@ def _compiled_bytes(trainer, params, opt_state) -> tuple[float, float]:
     import jax
     import jax.numpy as jnp
 
-    from geomopt.lm._sharding import train_batch
+    from geomopt.lm import train_batch
 
     batch = train_batch(trainer.train_loader, 0, 1, trainer.mesh)
     lowered = trainer.step_fn.lower(
@@ -480,7 +479,7 @@ def _memory_limit() -> float:
 def gpt2(ctx: Context) -> dict:
     import jax
 
-    from geomopt.lm._model import flops_per_token
+    from geomopt.lm import flops_per_token
 
     s = ctx.sizes
     probe, cap = s.gpt2_batches
@@ -562,7 +561,7 @@ def attention_only(ctx: Context, model) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from geomopt.lm._model import causal_attention
+    from geomopt.lm import causal_attention
 
     B, T, N, H = ctx.sizes.attn_batch, ctx.sizes.gpt2_seq, model.n_head, model.head_dim
     q, k, v = jax.random.normal(jax.random.key(2), (3, B, T, N, H), jnp.bfloat16)
@@ -592,8 +591,7 @@ def sampling(ctx: Context) -> dict:
     import jax
     from flax import nnx
 
-    from geomopt.lm._model import GPT2
-    from geomopt.lm._sample import sample
+    from geomopt.lm import GPT2, sample
 
     model = GPT2(_gpt2_config(ctx), rngs=nnx.Rngs(0))
     new = ctx.sizes.sample_new
@@ -627,7 +625,7 @@ def muon(ctx: Context) -> dict:
     import optax
 
     from geomopt.optim import muon as geomopt_muon
-    from geomopt.optim._muon import orthogonalize_grouped
+    from geomopt.optim import orthogonalize_grouped
 
     d = 768 if not ctx.args.dry_run else 64
     shapes = {"qkv": (d, 3 * d), "attn_proj": (d, d), "fc": (d, 4 * d), "mlp_proj": (4 * d, d)}
@@ -707,9 +705,8 @@ def gfm(ctx: Context) -> dict:
     import jax.numpy as jnp
 
     from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_preconditioning
-    from geomopt.gfm import solve_matrix_free
-    from geomopt.gfm._init import slerp
-    from geomopt.gfm.latent import _adam_jit
+    from geomopt.gfm import slerp, solve_matrix_free
+    from geomopt.gfm.latent import official_adam_path
 
     s = ctx.sizes
     d, B, K, rank, sigma = s.gfm_d, s.gfm_pairs, 10, 16, 0.3
@@ -745,10 +742,9 @@ def gfm(ctx: Context) -> dict:
     def adam(x0, x1, score):
         def pair(a, b):
             path0 = slerp(a, b, K)
-            return _adam_jit(
-                path0, score, one, jnp.float32(0.01), jnp.float32(1e-5), s.gfm_adam_iters,
-                "hypersphere",
-            )[2]  # fmt: skip
+            return official_adam_path(
+                path0, score=score, lam=one, lr=0.01, eps=1e-5, iters=s.gfm_adam_iters
+            )[2]
 
         return jax.vmap(pair)(x0, x1)
 

@@ -38,11 +38,11 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+# the A/B (--ab) swaps the module global ``dense`` that Linear looks up at trace time; the
+# model module offers no public switch for it yet
 import geomopt.lm._model as model_lib
 from bench_lm import MODEL, measured_matmul_rate  # the same model and rate as bench_lm
-from geomopt.lm import GPT2
-from geomopt.lm._loss import chunked_cross_entropy
-from geomopt.lm._model import Block
+from geomopt.lm import GPT2, Block, chunked_cross_entropy
 
 _SKIP = ("$", "ThunkExecutor", "SlinkyThreadPool", "PjitFunction", "while")
 

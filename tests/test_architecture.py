@@ -51,15 +51,7 @@ LONG_FUNCTIONS = {
 }
 """Functions over FUNCTION_LINES lines, to be split."""
 
-PRIVATE_IMPORTERS = {
-    "benchmarks/bench_gfm.py",
-    "benchmarks/bench_gfm_latent.py",
-    "benchmarks/bench_hilbert.py",
-    "benchmarks/device_check.py",
-    "benchmarks/profile_lm.py",
-    "src/geomopt/latent/exp_digits.py",
-    "src/geomopt/latent/exp_shapes.py",
-}
+PRIVATE_IMPORTERS: set[str] = set()
 """Files outside a package that import its private modules or names."""
 
 

@@ -24,6 +24,13 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "pairwise_distances",
         ],
         "_digits": ["digits_clouds"],
+        "_encoders": [
+            "HILBERT_ENCODERS",
+            "hilbert_encoder",
+            "hilbert_encoders",
+            "hilbert_index_with",
+            "invert_or_swap",
+        ],
         "_families": ["deformed_template_clouds"],
         "_holder": ["curve_modulus"],
         "_stability": ["stability_probe"],

@@ -7,7 +7,9 @@ Public API:
   robust method: action descent handing over to Levenberg-Marquardt with banded linear algebra,
   LM for the hypersphere residual, matrix-free Newton-GMRES from d = 256; or the official Adam);
   returns ``(path, report)`` with a :class:`Status` per pair (converged / stalled / max_iters /
-  diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself.
+  diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself;
+  :func:`minimise_path_matrix_free` its traceable core for any residual such as
+  :func:`gfm_residual`.
 - initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
   :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
 - validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`,
@@ -18,7 +20,8 @@ Public API:
 - residuals: :func:`local_residual`, :func:`path_residuals`, :func:`residual_norm`.
 - banded solvers: :func:`solve_block_tridiagonal`, :func:`solve_block_pentadiagonal`.
 - :func:`path_metrics` (manifold error, prior length, EL residual, log-density),
-  :class:`ScoreAt` / :class:`LogDensityAt` (bind sigma to a denoiser or analytic potential).
+  :class:`ScoreAt` / :class:`LogDensityAt` (bind sigma to a denoiser or analytic potential);
+  :func:`score_config` (the :mod:`geomopt.diffusion` training config of a light denoiser spec).
 - score-field diagnostics of any model with ``score(x, sigma)``: :func:`score_diagnostics`
   (force heat map over sigma on the straight path, tangential / normal split, the field in the
   pair's plane), :func:`score_force`, :func:`plot_diagnostics`.
@@ -67,7 +70,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "slerp",
             "straight_line",
         ],
-        "_matrix_free": ["solve_matrix_free"],
+        "_matrix_free": ["gfm_residual", "minimise_path_matrix_free", "solve_matrix_free"],
         "_metrics": [
             "Conformal",
             "Diagonal",
@@ -80,6 +83,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "torus_frame",
         ],
         "_minimise": ["minimise_path"],
+        "_potentials": ["score_config"],
         "_residuals": [
             "christoffel_term",
             "local_residual",

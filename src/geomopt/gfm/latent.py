@@ -65,6 +65,7 @@ __all__ = [
     "slerp_path",
     "mccann_path",
     "official_adam",
+    "official_adam_path",
     "sequential_warm_start",
     "solve_latent",
     "interpolate",
@@ -279,6 +280,25 @@ def official_adam(
         jnp.asarray(lam, a0.dtype),
         jnp.asarray(lr, a0.dtype),
         jnp.asarray(eps, a0.dtype),
+        int(iters),
+        residual,
+    )
+
+
+def official_adam_path(
+    path0, *, score, lam=1.0, lr=0.01, eps=1e-5, iters=500, residual="hypersphere"
+):
+    """:func:`official_adam` from a given initial path ``path0`` ``(n_points, d)`` (its first
+    and last rows are the endpoints, kept fixed) and without the host-side checks of the
+    endpoints, so it traces: call it inside ``jit`` / ``vmap`` (``iters`` and ``residual`` are
+    static). Returns ``(path, rms_history, final_rms)`` as :func:`official_adam` does."""
+    dtype = path0.dtype
+    return _adam_jit(
+        path0,
+        score,
+        jnp.asarray(lam, dtype),
+        jnp.asarray(lr, dtype),
+        jnp.asarray(eps, dtype),
         int(iters),
         residual,
     )

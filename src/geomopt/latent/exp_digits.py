@@ -140,30 +140,34 @@ def _models(cfg: DigitsConfig, run: Run, x_train, y_train, seed: int):
     import jax
 
     from geomopt.diffusion import DenoiserConfig, EDMDenoiser
-    from geomopt.shapes import _digits as dg
-    from geomopt.shapes import _model as mdl
+    from geomopt.shapes import (
+        Classifier,
+        EDMTrainConfig,
+        load_model,
+        save_model,
+        train_classifier,
+        train_latent_edm,
+    )
 
     key = {"edm_width": cfg.edm_width, "edm_steps": cfg.edm_steps, "n_test": cfg.n_test,
            "classifier_steps": cfg.classifier_steps, "seed": seed}  # fmt: skip
     cache = run.cache_dir("digit_models", key)
     k_edm, k_cls = jax.random.split(jax.random.key(seed))
     edm_skel = EDMDenoiser(64, DenoiserConfig(cfg.edm_width, 4, 64), key=k_edm)
-    cls_skel = dg.Classifier(key=k_cls)
+    cls_skel = Classifier(key=k_cls)
     if (cache / "edm" / "model.eqx").exists() and (cache / "classifier" / "model.eqx").exists():
         run.print(f"models loaded from {cache}")
-        return mdl.load_model(cache / "edm", edm_skel), mdl.load_model(
-            cache / "classifier", cls_skel
-        )
-    edm_cfg = mdl.EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
-                                 log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
+        return load_model(cache / "edm", edm_skel), load_model(cache / "classifier", cls_skel)
+    edm_cfg = EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
+                             log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
     bar = run.progress(total=cfg.edm_steps, desc=f"seed {seed}: pixel EDM", unit="step")
-    edm, _ = mdl.train_latent_edm(
+    edm, _ = train_latent_edm(
         x_train, edm_cfg, key=k_edm, on_chunk=lambda n, loss: bar.update(n, loss=loss)
     )
     bar.close()
-    cls = dg.train_classifier(x_train, y_train, key=k_cls, steps=cfg.classifier_steps)
-    mdl.save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
-    mdl.save_model(cache / "classifier", cls, {"steps": cfg.classifier_steps})
+    cls = train_classifier(x_train, y_train, key=k_cls, steps=cfg.classifier_steps)
+    save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
+    save_model(cache / "classifier", cls, {"steps": cfg.classifier_steps})
     return edm, cls
 
 
@@ -178,9 +182,9 @@ def _study(cfg: DigitsConfig, run: Run):
 
     from geomopt.diffusion import sample_pf_ode
     from geomopt.latent._study import Study, Trial, quality_ratio
-    from geomopt.shapes import _digits as dg
+    from geomopt.shapes import features, frechet_distance, load_digits, path_scores
 
-    x, y = dg.load_digits()
+    x, y = load_digits()
     inner = list(range(1, cfg.n_points - 1))
 
     def prepare(seed: int) -> Trial:
@@ -188,16 +192,16 @@ def _study(cfg: DigitsConfig, run: Run):
         test, train = perm[: cfg.n_test], perm[cfg.n_test :]
         edm, cls = _models(cfg, run, x[train], y[train], seed)
         ia, ib = _pairs(y[test], cfg.n_pairs, seed)
-        data_feat, _ = dg.features(cls, x)
+        data_feat, _ = features(cls, x)
         extra = {"cls": cls, "test": test, "data_feat": data_feat,
                  "k_samples": jax.random.key(seed + 11)}  # fmt: skip
         return Trial(edm, x[train], x[test][ia], x[test][ib], jax.random.key(seed + 7), extra)
 
     def score(trial: Trial, paths) -> dict[str, float]:
         cls = trial.extra["cls"]
-        row = dg.path_scores(cls, paths, inner)
-        f_inner, _ = dg.features(cls, paths[:, inner].reshape(-1, 64))
-        row["FID"] = dg.frechet_distance(f_inner, trial.extra["data_feat"])
+        row = path_scores(cls, paths, inner)
+        f_inner, _ = features(cls, paths[:, inner].reshape(-1, 64))
+        row["FID"] = frechet_distance(f_inner, trial.extra["data_feat"])
         return row
 
     def floors(trial: Trial) -> dict[str, dict[str, float]]:
@@ -205,13 +209,13 @@ def _study(cfg: DigitsConfig, run: Run):
         # samples (as many, PF-ODE, 18 Heun steps), their ratio (the quality bar), and the
         # classifier
         test, cls = trial.extra["test"], trial.extra["cls"]
-        f_test, probs = dg.features(cls, x[test])
+        f_test, probs = features(cls, x[test])
         accuracy = float((probs.argmax(1) == y[test]).mean())
         run.print(f"feature classifier: held-out accuracy {accuracy:.3f}")
-        heldout = dg.frechet_distance(f_test, trial.extra["data_feat"])
+        heldout = frechet_distance(f_test, trial.extra["data_feat"])
         gen, _ = sample_pf_ode(trial.denoiser, trial.extra["k_samples"], len(test), 64)
-        f_gen, _ = dg.features(cls, np.asarray(gen))
-        samples = dg.frechet_distance(f_gen, trial.extra["data_feat"])
+        f_gen, _ = features(cls, np.asarray(gen))
+        samples = frechet_distance(f_gen, trial.extra["data_feat"])
         return {"heldout": {"FID": heldout}, "samples": {"FID": samples},
                 "quality": {"sample_ratio": quality_ratio(samples, heldout)},
                 "classifier": {"accuracy": accuracy}}  # fmt: skip

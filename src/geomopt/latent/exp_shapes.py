@@ -160,7 +160,7 @@ def _model_key(cfg: ShapesConfig, seed: int) -> dict:
     """What the cached models of ``seed`` depend on: the data and training fields, and the
     decoder's output init (models cached before it changed decoded nothing on some seeds and
     must not be reused)."""
-    from geomopt.shapes._model import OUTPUT_INIT_SCALE
+    from geomopt.shapes import OUTPUT_INIT_SCALE
 
     keys = ("n_shapes", "mesh_res", "n_cloud", "n_query", "latent_dim", "ae_width", "ae_steps",
             "ae_batch", "edm_width", "edm_steps")  # fmt: skip
@@ -175,17 +175,27 @@ def _models(cfg: ShapesConfig, run: Run, seed: int):
     import numpy as np
 
     from geomopt.diffusion import DenoiserConfig, EDMDenoiser
-    from geomopt.shapes import _family as fam
-    from geomopt.shapes import _model as mdl
+    from geomopt.shapes import (
+        AEConfig,
+        EDMTrainConfig,
+        ShapeAutoencoder,
+        encode,
+        load_model,
+        random_shapes,
+        save_model,
+        shape_training_data,
+        train_autoencoder,
+        train_latent_edm,
+    )
 
-    ae_cfg = mdl.AEConfig(latent_dim=cfg.latent_dim, width=cfg.ae_width, steps=cfg.ae_steps,
-                          batch_shapes=cfg.ae_batch, batch_queries=128,
-                          log_every=max(1, min(250, cfg.ae_steps)))  # fmt: skip
-    edm_cfg = mdl.EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
-                                 log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
+    ae_cfg = AEConfig(latent_dim=cfg.latent_dim, width=cfg.ae_width, steps=cfg.ae_steps,
+                      batch_shapes=cfg.ae_batch, batch_queries=128,
+                      log_every=max(1, min(250, cfg.ae_steps)))  # fmt: skip
+    edm_cfg = EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
+                             log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
     cache = run.cache_dir("shape_models", _model_key(cfg, seed))
     k_ae, k_edm = jax.random.split(jax.random.key(seed))
-    ae_skel = mdl.ShapeAutoencoder(ae_cfg, key=k_ae)
+    ae_skel = ShapeAutoencoder(ae_cfg, key=k_ae)
     edm_skel = EDMDenoiser(cfg.latent_dim, DenoiserConfig(cfg.edm_width, 4, 64), key=k_edm)
     stats_file = cache / "latents.npz"
     if (
@@ -196,27 +206,27 @@ def _models(cfg: ShapesConfig, run: Run, seed: int):
         run.print(f"models loaded from {cache}")
         with np.load(stats_file) as f:
             lat = dict(f)
-        return mdl.load_model(cache / "ae", ae_skel), mdl.load_model(cache / "edm", edm_skel), lat
-    shapes = fam.random_shapes(cfg.n_shapes, seed)
-    data = mdl.shape_training_data(shapes, n_cloud=cfg.n_cloud, n_query=cfg.n_query,
-                                   mesh_res=cfg.mesh_res, seed=seed)  # fmt: skip
+        return load_model(cache / "ae", ae_skel), load_model(cache / "edm", edm_skel), lat
+    shapes = random_shapes(cfg.n_shapes, seed)
+    data = shape_training_data(shapes, n_cloud=cfg.n_cloud, n_query=cfg.n_query,
+                               mesh_res=cfg.mesh_res, seed=seed)  # fmt: skip
     bar = run.progress(total=cfg.ae_steps, desc=f"seed {seed}: autoencoder", unit="step")
-    ae, ae_losses = mdl.train_autoencoder(
+    ae, ae_losses = train_autoencoder(
         data, ae_cfg, key=k_ae, on_chunk=lambda n, loss: bar.update(n, loss=loss)
     )
     bar.close()
-    z = mdl.encode(ae, data["clouds"])
+    z = encode(ae, data["clouds"])
     mean, std = z.mean(0), z.std(0) + 1e-6
     u = (z - mean) / std
     bar = run.progress(total=cfg.edm_steps, desc=f"seed {seed}: latent EDM", unit="step")
-    edm, edm_losses = mdl.train_latent_edm(
+    edm, edm_losses = train_latent_edm(
         u, edm_cfg, key=k_edm, on_chunk=lambda n, loss: bar.update(n, loss=loss)
     )
     bar.close()
     lat = {"mean": mean, "std": std, "u": u, "clouds": data["clouds"],
            "ae_loss": ae_losses, "edm_loss": edm_losses}  # fmt: skip
-    mdl.save_model(cache / "ae", ae, {"config": dataclasses.asdict(ae_cfg)})
-    mdl.save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
+    save_model(cache / "ae", ae, {"config": dataclasses.asdict(ae_cfg)})
+    save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
     buf_path = stats_file.with_suffix(".tmp.npz")
     np.savez(buf_path, **lat)
     buf_path.replace(stats_file)
@@ -237,15 +247,14 @@ def _score_shapes(clouds, ok, ref_clouds, cfg: ShapesConfig, seed: int) -> dict[
     import numpy as np
 
     from geomopt.latent._study import fit_subset
-    from geomopt.shapes import _family as fam
-    from geomopt.shapes import _metrics as met
+    from geomopt.shapes import chamfer_matrix, fit_family, prepare_clouds, set_metrics
 
-    gen = met.prepare_clouds(clouds, cfg.n_eval_points, seed=seed)
-    m = met.set_metrics(met.chamfer_matrix(gen, ref_clouds))
+    gen = prepare_clouds(clouds, cfg.n_eval_points, seed=seed)
+    m = set_metrics(chamfer_matrix(gen, ref_clouds))
     fitted = fit_subset(len(clouds), cfg.family_fit_max, seed)
     fam_d = np.full(len(clouds), np.nan)
     for i in fitted[ok[fitted]]:
-        _, _, rms = fam.fit_family(clouds[i])
+        _, _, rms = fit_family(clouds[i])
         radius = np.linalg.norm(clouds[i] - clouds[i].mean(0), axis=1).max()
         fam_d[i] = rms / radius
     return {**m, "family_dist": _nanmean(fam_d), "family_n": float(np.isfinite(fam_d).sum()),
@@ -261,23 +270,28 @@ def _heldout_reconstruction(ae, ref_meshes, ref_raw, cfg: ShapesConfig, seed: in
     independent samplings of the true surfaces ``ref_meshes``)."""
     import numpy as np
 
-    from geomopt.shapes import _family as fam
-    from geomopt.shapes import _metrics as met
-    from geomopt.shapes import _model as mdl
+    from geomopt.shapes import (
+        chamfer_pairs,
+        decode_meshes,
+        encode,
+        prepare_clouds,
+        sample_surface,
+        surface_clouds,
+    )
 
-    again = np.stack([fam.sample_surface(m, cfg.n_surface, seed=len(ref_meshes) + i)
+    again = np.stack([sample_surface(m, cfg.n_surface, seed=len(ref_meshes) + i)
                       for i, m in enumerate(ref_meshes)])  # fmt: skip
-    true = met.prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed)
-    resampled = met.prepare_clouds(again, cfg.n_eval_points, seed=seed)
-    floor = np.sqrt(met.chamfer_pairs(resampled, true))
+    true = prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed)
+    resampled = prepare_clouds(again, cfg.n_eval_points, seed=seed)
+    floor = np.sqrt(chamfer_pairs(resampled, true))
 
-    z = mdl.encode(ae, ref_raw[:, : cfg.n_cloud])
-    meshes = mdl.decode_meshes(ae, z, cfg.decode_res)
-    clouds, ok = mdl.surface_clouds(meshes, cfg.n_surface, seed=seed)
+    z = encode(ae, ref_raw[:, : cfg.n_cloud])
+    meshes = decode_meshes(ae, z, cfg.decode_res)
+    clouds, ok = surface_clouds(meshes, cfg.n_surface, seed=seed)
     cd = np.full(len(z), np.nan)
     if ok.any():
-        rec = met.prepare_clouds(clouds[ok], cfg.n_eval_points, seed=seed)
-        cd[ok] = np.sqrt(met.chamfer_pairs(rec, true[ok]))
+        rec = prepare_clouds(clouds[ok], cfg.n_eval_points, seed=seed)
+        cd[ok] = np.sqrt(chamfer_pairs(rec, true[ok]))
     return {"ae_heldout_cd": _nanmean(cd), "ae_heldout_floor": float(floor.mean()),
             "ae_heldout_failed": float((~ok).mean())}  # fmt: skip
 
@@ -289,18 +303,23 @@ def _study(cfg: ShapesConfig, run: Run):
 
     from geomopt.diffusion import sample_pf_ode
     from geomopt.latent._study import Study, Trial, quality_ratio
-    from geomopt.shapes import _family as fam
-    from geomopt.shapes import _metrics as met
-    from geomopt.shapes import _model as mdl
+    from geomopt.shapes import (
+        decode_meshes,
+        prepare_clouds,
+        random_shapes,
+        sample_surface,
+        shape_mesh,
+        surface_clouds,
+    )
 
     def prepare(seed: int) -> Trial:
         ae, edm, lat = _models(cfg, run, seed)
         # reference set: fresh family members, exact meshes
-        refs = fam.random_shapes(cfg.n_reference, seed + 1)
-        ref_meshes = [fam.shape_mesh(s, cfg.mesh_res) for s in refs]
-        ref_raw = np.stack([fam.sample_surface(m, cfg.n_surface, seed=i)
+        refs = random_shapes(cfg.n_reference, seed + 1)
+        ref_meshes = [shape_mesh(s, cfg.mesh_res) for s in refs]
+        ref_raw = np.stack([sample_surface(m, cfg.n_surface, seed=i)
                             for i, m in enumerate(ref_meshes)])  # fmt: skip
-        ref_clouds = met.prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed + 1)
+        ref_clouds = prepare_clouds(ref_raw, cfg.n_eval_points, seed=seed + 1)
         k_end, k_noise = jax.random.split(jax.random.key(seed + 7))
         ends, _ = sample_pf_ode(edm, k_end, 2 * cfg.n_pairs, cfg.latent_dim)
         ends = np.asarray(ends)
@@ -311,8 +330,8 @@ def _study(cfg: ShapesConfig, run: Run):
     def decode(trial: Trial, u):
         lat, seed = trial.extra["lat"], trial.extra["seed"]
         z = u * lat["std"][None] + lat["mean"][None]
-        meshes = mdl.decode_meshes(trial.extra["ae"], z, cfg.decode_res)
-        return mdl.surface_clouds(meshes, cfg.n_surface, seed=seed)
+        meshes = decode_meshes(trial.extra["ae"], z, cfg.decode_res)
+        return surface_clouds(meshes, cfg.n_surface, seed=seed)
 
     def score_latents(trial: Trial, u) -> dict[str, float]:
         clouds, ok = decode(trial, u)
@@ -340,7 +359,7 @@ def _study(cfg: ShapesConfig, run: Run):
         strips = {}
         for m, res in paths.items():
             sc, sok = decode(trial, res["path"][0])
-            strips[m] = np.where(sok[:, None, None], met.prepare_clouds(sc, 384, seed=0), np.nan)
+            strips[m] = np.where(sok[:, None, None], prepare_clouds(sc, 384, seed=0), np.nan)
         run.save_arrays("strips.npz", **strips)
         run.save_arrays("paths.npz", **{k: v["path"] for k, v in paths.items()})
 

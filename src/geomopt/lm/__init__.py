@@ -62,7 +62,9 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_model": [
             "GPT2",
+            "Block",
             "abstract_param_count",
+            "causal_attention",
             "count_params",
             "flops_per_token",
             "param_label",
@@ -107,6 +109,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         ],
         "_sharding": [
             "make_mesh",
+            "train_batch",
         ],
         "_metrics": [
             "MetricSinks",

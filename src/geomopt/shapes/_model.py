@@ -35,6 +35,7 @@ from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_loss
 from ._family import Shape, grid_points, mesh_from_grid, sample_surface, shape_mesh
 
 __all__ = [
+    "OUTPUT_INIT_SCALE",
     "AEConfig",
     "EDMTrainConfig",
     "PointEncoder",
@@ -48,6 +49,7 @@ __all__ = [
     "decode_meshes",
     "save_model",
     "load_model",
+    "surface_clouds",
 ]
 
 
