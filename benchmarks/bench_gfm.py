@@ -46,9 +46,9 @@ import tyro
 
 from geomopt import gfm
 from geomopt.diffusion import train_for_manifold
+from geomopt.experiment import atomic_write_bytes, atomic_write_json
 from geomopt.gfm.exp_train_score import QUICK_DENOISER
 from geomopt.manifolds import get_manifold
-from geomopt.runs import atomic_write_bytes, atomic_write_json
 
 RUNS = {"A": (0.05, 0.5, 20, 1e-3), "B": (5.0, 0.1, 20, 5e-3), "C": (1.0, 0.01, 25, 5e-4)}
 ENDS = (np.array([1.2, 0.0, 0.4], np.float32), np.array([-1.2, 0.0, 0.4], np.float32))

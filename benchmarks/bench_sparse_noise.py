@@ -19,9 +19,8 @@ from pathlib import Path
 
 import tyro
 
-from geomopt.experiment import execute
+from geomopt.experiment import execute, read_run
 from geomopt.problems.exp_sparse_noise import EXPERIMENT, predicted
-from geomopt.runs import read_run
 
 
 @dataclasses.dataclass(frozen=True)

@@ -122,7 +122,7 @@ def import_graph(src: Path = SRC) -> dict[str, set[str]]:
 
 def package_of(module: str, src: Path = SRC) -> str:
     """The subpackage a module belongs to (``gfm``, ``experiment``, ...), or ``.name`` for a
-    top-level module (``geomopt.runs`` -> ``.runs``)."""
+    top-level module (``geomopt.plotting`` -> ``.plotting``)."""
     parts = module.split(".")
     if len(parts) > 1 and (src / parts[1]).is_dir():
         return parts[1]

@@ -19,13 +19,17 @@ from geomopt import experiment as ex
 from geomopt.experiment import (
     Experiment,
     Run,
+    RunBusyError,
+    RunError,
+    RunExistsError,
     _execute,  # noqa: F401  (ex._execute)
     execute,
+    load_metrics,
     main,
     parse,
     plot_run,
+    read_run,
 )
-from geomopt.runs import RunBusyError, RunError, RunExistsError, load_metrics, read_run
 
 
 @dataclasses.dataclass(frozen=True)

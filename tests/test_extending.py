@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geomopt.runs import read_run
+from geomopt.experiment import read_run
 
 
 def test_recipe_a_new_optimiser(tmp_path, fresh_registry):
@@ -90,7 +90,7 @@ def run(cfg: MeanConfig, run: Run) -> dict[str, float]:
 
 def plot(run_dir: Path, out: Path) -> list[Path]:
     from geomopt import plotting
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     rows = read_run(run_dir).metrics
     fig, ax = plotting.figure()

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from geomopt.runs import atomic_write_json, load_metrics, to_jsonable
+from geomopt.experiment import atomic_write_json, load_metrics, to_jsonable
 
 
 def test_strict_flags_are_on():

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from geomopt.runs import atomic_write_bytes  # noqa: E402
+from geomopt.experiment import atomic_write_bytes  # noqa: E402
 
 __all__ = ["STYLE", "color", "figure", "save", "band"]
 

@@ -32,6 +32,9 @@ from geomopt.experiment import (
     Experiment,
     Outcome,
     OverallProgress,
+    RunError,
+    atomic_write_bytes,
+    atomic_write_json,
     check_out_dir,
     debug_wanted,
     execute,
@@ -46,7 +49,6 @@ from geomopt.interrupts import (
     interrupt_requested,
 )
 from geomopt.report import ReportEntry, format_seconds, render_markdown, render_table
-from geomopt.runs import RunError, atomic_write_bytes, atomic_write_json
 
 __all__ = ["reproduce", "main", "select", "Result"]
 

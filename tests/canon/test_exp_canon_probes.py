@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from geomopt.experiment import execute, plot_run, staging_folder
+from geomopt.experiment import RunError, execute, plot_run, staging_folder
 from geomopt.registry import EXPERIMENTS
-from geomopt.runs import RunError
 
 MODULES = ("exp_covering", "exp_curve_regularity", "exp_stability")
 
@@ -274,7 +273,7 @@ def test_covering_reads_modelnet_hdf5(tmp_path):
 def test_nan_headline_values_are_explained(tmp_path):
     """Too small to fit (stability: too few eps in the single-swap regime; covering: one
     training-set size): each NaN headline value has its one-line reason in the summary."""
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     cases = [
         ("exp_stability", dict(n_clouds=4, eps=(1e-4, 1e-3, 1e-2)), "change_slope/lex/d2"),

@@ -9,8 +9,7 @@ import pytest
 
 from geomopt.canon import exp_classify
 from geomopt.canon._data import shape_family_clouds
-from geomopt.experiment import execute, plot_run
-from geomopt.runs import read_run
+from geomopt.experiment import execute, plot_run, read_run
 
 
 @pytest.mark.slow  # ~55 s of CPU: six architectures compile (CI runs it via reproduce smoke)

@@ -7,8 +7,7 @@ import math
 import pytest
 
 from geomopt.canon import exp_modelnet
-from geomopt.experiment import execute, plot_run
-from geomopt.runs import read_run
+from geomopt.experiment import execute, plot_run, read_run
 
 
 def test_smoke_run_reads_shards_through_the_loader(tmp_path):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from geomopt import gfm
+from geomopt.experiment import load_metrics
 from geomopt.gfm import exp_sigma_sweep
-from geomopt.runs import load_metrics
 
 
 @pytest.mark.parametrize(

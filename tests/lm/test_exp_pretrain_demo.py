@@ -6,10 +6,9 @@ import math
 
 import pytest
 
-from geomopt.experiment import execute, plot_run
+from geomopt.experiment import RunExistsError, execute, load_metrics, plot_run
 from geomopt.lm._config import DataConfig
 from geomopt.lm.exp_pretrain_demo import EXPERIMENT, DemoConfig, train_configs
-from geomopt.runs import RunExistsError, load_metrics
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from geomopt.experiment import execute
+from geomopt.experiment import execute, load_metrics
 from geomopt.lm._checkpoints import Checkpoints, check_manifest
 from geomopt.lm._config import DataConfig
 from geomopt.lm.exp_pretrain import EXPERIMENT, PRESETS
-from geomopt.runs import load_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PRETRAIN = ROOT / "experiments" / "signsgd" / "pretrain.py"

@@ -14,11 +14,17 @@ import jax
 import numpy as np
 import pytest
 
-from geomopt.experiment import execute, plot_run, staging_folder
+from geomopt.experiment import (
+    RunExistsError,
+    execute,
+    load_metrics,
+    plot_run,
+    staging_folder,
+    to_jsonable,
+)
 from geomopt.lm import _checkpoints, _config_checks, _metrics, _train
 from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, TrainConfig
 from geomopt.lm.exp_pretrain import EXPERIMENT, HEADLINE_KEYS, PRESETS
-from geomopt.runs import RunExistsError, load_metrics, to_jsonable
 
 MODEL = GPT2Config(vocab_size=256, n_layer=1, n_head=2, d_model=32, context=16)
 

@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from geomopt.experiment import execute, plot_run
+from geomopt.experiment import execute, plot_run, read_run
 from geomopt.problems import exp_matrix_noise, exp_sparse_noise, exp_toy
-from geomopt.runs import read_run
 
 
 def test_paper_step_size_rule():

@@ -447,7 +447,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     ratios vs n; ``covering_modelnet.png`` when the run measured ModelNet."""
 
     from geomopt import plotting
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     record = read_run(run_dir)
     cfg = record.config_values

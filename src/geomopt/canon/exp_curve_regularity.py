@@ -97,7 +97,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     record = read_run(run_dir)
     cfg = record.config_values

@@ -152,7 +152,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     """``modelnet.png``: test accuracy and gap vs training fraction per model."""
     from geomopt import plotting
     from geomopt.canon.exp_classify import draw_sweep
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     rec = read_run(run_dir)
     cfg = rec.config_values

@@ -29,8 +29,8 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from geomopt.diffusion._edm import DenoiserConfig, EDMDenoiser, edm_loss
 from geomopt.diffusion._sample import sample_pf_ode
+from geomopt.experiment import atomic_write_bytes, atomic_write_json, to_jsonable
 from geomopt.manifolds import MANIFOLDS, get_manifold
-from geomopt.runs import atomic_write_bytes, atomic_write_json, to_jsonable
 
 __all__ = [
     "TrainConfig",

@@ -13,6 +13,13 @@ from typing import Annotated, Any
 
 from geomopt.experiment._execute import _finish_hint, execute, plot_run, report_entry
 from geomopt.experiment._folder import _process_index, run_folder, staging_folder
+from geomopt.experiment._runfiles import (
+    CONFIG_FILE,
+    SUMMARY_FILE,
+    RunError,
+    RunExistsError,
+    read_run,
+)
 from geomopt.experiment._types import DEFAULT_OUT, C, Experiment
 from geomopt.interrupts import (
     EXIT_INTERRUPTED,
@@ -21,13 +28,6 @@ from geomopt.interrupts import (
     interrupt_requested,
 )
 from geomopt.report import render_table
-from geomopt.runs import (
-    CONFIG_FILE,
-    SUMMARY_FILE,
-    RunError,
-    RunExistsError,
-    read_run,
-)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,7 @@ from geomopt.experiment._folder import (
     stale_reason,
 )
 from geomopt.experiment._run import Run, provenance
-from geomopt.experiment._types import DEFAULT_OUT, C, Experiment
-from geomopt.report import ReportEntry
-from geomopt.runs import (
+from geomopt.experiment._runfiles import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
@@ -44,6 +42,8 @@ from geomopt.runs import (
     read_run,
     to_jsonable,
 )
+from geomopt.experiment._types import DEFAULT_OUT, C, Experiment
+from geomopt.report import ReportEntry
 
 
 @dataclasses.dataclass

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from geomopt.code import changed_modules
-from geomopt.experiment._types import Experiment
-from geomopt.runs import (
+from geomopt.experiment._runfiles import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
@@ -28,6 +27,7 @@ from geomopt.runs import (
     read_json,
     read_run,
 )
+from geomopt.experiment._types import Experiment
 
 
 def _config_diff(old: Any, new: Any, prefix: str = "") -> list[str]:

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from geomopt.experiment._progress import Progress, _tqdm
-from geomopt.experiment._types import PACKAGES, Experiment
-from geomopt.interrupts import (
-    check_interrupt,
-)
-from geomopt.runs import (
+from geomopt.experiment._runfiles import (
     METRICS_FILE,
     atomic_write_json,
     load_metrics,
     to_jsonable,
+)
+from geomopt.experiment._types import PACKAGES, Experiment
+from geomopt.interrupts import (
+    check_interrupt,
 )
 
 
@@ -114,7 +114,7 @@ class Run:
 
         import numpy as np
 
-        from geomopt.runs import atomic_write_bytes
+        from geomopt.experiment._runfiles import atomic_write_bytes
 
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})

@@ -229,8 +229,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
+    from geomopt.experiment import read_run
     from geomopt.gfm.exp_paths import surface
-    from geomopt.runs import read_run
 
     record = read_run(run_dir)
     rows = record.details["rows"]

@@ -123,8 +123,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
+    from geomopt.experiment import read_run
     from geomopt.manifolds import get_manifold
-    from geomopt.runs import read_run
 
     record = read_run(run_dir)
     rows = {r["manifold"]: r for r in record.metrics}

@@ -396,8 +396,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     import numpy as np
 
     from geomopt import plotting
+    from geomopt.experiment import read_run
     from geomopt.latent._study import error_bars
-    from geomopt.runs import read_run
 
     rec = read_run(run_dir)
     table = rec.details["table"]

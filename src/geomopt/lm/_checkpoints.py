@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from geomopt.runs import atomic_write_bytes
+from geomopt.experiment import atomic_write_bytes
 
 __all__ = [
     "MANIFEST",

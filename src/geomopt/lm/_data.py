@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from geomopt.runs import atomic_write_bytes
+from geomopt.experiment import atomic_write_bytes
 
 __all__ = [
     "SHARD_MAGIC",

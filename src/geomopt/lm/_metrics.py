@@ -16,8 +16,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from geomopt.experiment import METRICS_FILE, atomic_write_bytes, load_metrics
 from geomopt.lm._config import TrainConfig
-from geomopt.runs import METRICS_FILE, atomic_write_bytes, load_metrics
 
 __all__ = ["MetricSinks", "device_peak_flops", "measured_matmul_flops", "peak_flops_per_device"]
 

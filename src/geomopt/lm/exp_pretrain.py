@@ -218,8 +218,8 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     when the run measured it."""
     import numpy as np
 
+    from geomopt.experiment import read_run
     from geomopt.plotting import color, figure, save
-    from geomopt.runs import read_run
 
     record = read_run(run_dir)
     rows = record.metrics

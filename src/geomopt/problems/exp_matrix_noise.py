@@ -167,7 +167,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     and vs noise rank. Muon (SVD) and Muon (Newton-Schulz) nearly coincide: open vs filled
     markers keep both visible."""
     from geomopt import plotting
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     record = read_run(run_dir)
     cfg, rows, head = record.config_values, record.metrics, record.headline

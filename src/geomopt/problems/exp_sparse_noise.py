@@ -392,7 +392,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     fitted ones); (c) the same vs phi at fixed d. Bars: bootstrap 95 % intervals over seeds;
     dotted: the paper's slopes."""
     from geomopt import plotting
-    from geomopt.runs import read_run
+    from geomopt.experiment import read_run
 
     record = read_run(run_dir)
     cfg, rows, head = record.config_values, record.metrics, record.headline

@@ -352,7 +352,7 @@ def surface_clouds(meshes: list, n: int, *, seed: int = 0) -> tuple[np.ndarray, 
 
 def save_model(path: str | Path, model: eqx.Module, meta: dict) -> None:
     """``model.eqx`` (leaves) and ``model.json`` (what rebuilds the skeleton) in folder ``path``."""
-    from geomopt.runs import atomic_write_bytes, atomic_write_json
+    from geomopt.experiment import atomic_write_bytes, atomic_write_json
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
