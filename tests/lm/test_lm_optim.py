@@ -17,7 +17,9 @@ def gpt_like_params():
     }
 
 
-@pytest.mark.parametrize("name", ["sgd", "sign_sgd", "signum", "adamw", "muon"])
+@pytest.mark.parametrize(
+    "name", ["sgd", "sign_sgd", "signum", "adamw", "muon", "normuon", "muon_cautious", "muon_aol"]
+)
 def test_decay_only_on_hidden_matrices(name):
     """With zero gradients the only motion is weight decay: kernels shrink by lr * wd (coupled
     L2 for sgd gives the same first step), embeddings, gains and biases stay put."""
@@ -70,3 +72,23 @@ def test_a_registered_optimiser_trains_gpt2_by_name(fresh_registry):
     _registry.register_optimizer("plain", lambda learning_rate: optax.sgd(learning_rate))
     with pytest.raises(ValueError, match="optim.weight_decay=0.1: optimiser 'plain' takes no"):
         build_optimizer(OptimConfig(algorithm="plain", weight_decay=0.1), total_steps=10)
+
+
+def test_muon_variants_route_embeddings_to_adam_as_muon_does():
+    """A Muon variant of the table gets Muon's options from the OptimConfig (the hidden-matrix
+    labels, the AdamW part's learning rate and betas), so its embeddings go to AdamW."""
+    from geomopt import optim
+    from geomopt.lm._optimizer import _muon_label
+
+    cfg = OptimConfig(algorithm="normuon", lr=0.05, adam_lr=0.002, schedule="constant",
+                      clip=0.0, momentum=0.9)  # fmt: skip
+    params = gpt_like_params()
+    grads = jax.tree.map(lambda p: jnp.sin(p + jnp.arange(p.size).reshape(p.shape)), params)
+    tx = build_optimizer(cfg, total_steps=10)
+    got = tx.update(grads, tx.init(params), params)[0]
+    want = optim.muon(0.05, momentum=0.9, nesterov=False, normuon=True, adam_learning_rate=0.002,
+                      adam_b1=0.9, adam_b2=0.95, label_fn=_muon_label)  # fmt: skip
+    want = want.update(grads, want.init(params), params)[0]
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), got, want)
+    # AdamW's first step on the embedding: -adam_lr * sign(g) (bias-corrected)
+    np.testing.assert_allclose(got["wte"], -0.002 * np.sign(grads["wte"]), rtol=1e-4)

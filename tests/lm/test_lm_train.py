@@ -83,8 +83,8 @@ def test_layout_headline_metrics_and_figure(reference, out):
     assert sorted(p.name for p in (path / "checkpoints").iterdir()) == ["4", "6"]  # keep 2
     # no MFU on a CPU: it has no known peak (n/a, not a number)
     assert set(reference.headline) == {
-        k for k in HEADLINE_KEYS if "hellaswag" not in k and k != "mfu"
-    }
+        k for k in HEADLINE_KEYS if "hellaswag" not in k and k not in ("mfu", "max_attn_logit")
+    }  # no MFU on a CPU, no attention logits without QK-clip
     assert reference.headline["tokens"] == 6 * 8 * 16
     assert all(math.isfinite(v) for v in reference.headline.values()), reference.headline
     curve = losses(out, "full")
@@ -291,6 +291,35 @@ def test_hellaswag_during_training_in_metrics_and_console(base, out, capsys):
             assert r[k] in (0.0, 1 / 3, 2 / 3, 1.0)  # 3 examples
     assert outcome.headline["final_hellaswag_acc"] == got[-1]["hellaswag_acc"]
     assert "hellaswag_acc " in capsys.readouterr().err
+
+
+def test_qk_clip_reads_the_logits_of_every_micro_batch_and_acts(base, out):
+    """MuonClip through the trainer: the step reports the largest attention logit (the max
+    over the grad_accum micro-batches), a threshold under it changes the run, and QK-clip
+    chains after any algorithm."""
+    quiet = dict(noise_every=0, eval_every=0, ckpt_every=0, tensorboard=False, grad_accum=2)
+    muon = OptimConfig(algorithm="muon", lr=0.02, schedule="constant")
+    runs = {}
+    for name, ocfg in [
+        ("mc-off", dataclasses.replace(muon, algorithm="muon_clip", qk_clip=1e6)),
+        ("mc-on", dataclasses.replace(muon, algorithm="muon_clip", qk_clip=0.02)),
+        ("muon", muon),
+        ("adamw-clip", OptimConfig(algorithm="adamw", qk_clip=0.02)),
+    ]:
+        runs[name] = go(dataclasses.replace(base, optim=ocfg, **quiet), out, name)
+    rows = [r for r in load_metrics(folder(out, "mc-off")) if "attn_logit_max" in r]
+    assert len(rows) == base.steps and all(0 < r["attn_logit_max"] < 1e6 for r in rows)
+    assert runs["mc-off"].headline["max_attn_logit"] == max(r["attn_logit_max"] for r in rows)
+    assert max(r["attn_logit_max"] for r in rows) > 0.02  # so the threshold below acts
+    np.testing.assert_allclose(list(losses(out, "mc-off").values()),
+                               list(losses(out, "muon").values()), rtol=1e-5)  # fmt: skip
+    assert "max_attn_logit" not in runs["muon"].headline
+    logit = lambda name: [r["attn_logit_max"] for r in load_metrics(folder(out, name))  # noqa: E731
+                          if "attn_logit_max" in r]  # fmt: skip
+    on, off = logit("mc-on"), logit("mc-off")
+    assert on[0] == pytest.approx(off[0], rel=1e-6)  # measured before the first clip
+    assert all(a < 0.7 * b for a, b in zip(on[2:], off[2:], strict=True))  # clipped: smaller
+    assert math.isfinite(runs["adamw-clip"].headline["max_attn_logit"])
 
 
 def test_console_line_every_log_every(base, out, capsys):

@@ -33,12 +33,29 @@ def _steps(tx, n=3):
         ("sign_sgd", lambda: optim.sign_sgd(0.1)),
         ("signum", lambda: optim.signum(0.1)),
         ("muon", lambda: optim.muon(0.1)),
+        ("normuon", lambda: optim.muon(0.1, normuon=True)),
+        ("muon_cautious", lambda: optim.muon(0.1, cautious_weight_decay=True, weight_decay=0.5)),
+        ("muon_aol", lambda: optim.muon(0.1, preconditioning="aol", ns_steps=4)),
         ("orthogonalized_sgd", lambda: optim.orthogonalized_sgd(0.1)),
         ("adamw", lambda: optax.adamw(0.1)),
     ],
 )
 def test_a_name_is_its_factory_with_its_defaults(name, direct):
-    np.testing.assert_allclose(_steps(optim.make_optimizer(name, 0.1)), _steps(direct()))
+    kw = {"weight_decay": 0.5} if name == "muon_cautious" else {}
+    np.testing.assert_allclose(_steps(optim.make_optimizer(name, 0.1, **kw)), _steps(direct()))
+
+
+def test_muon_qkv_orthogonalises_the_fused_weight_in_three():
+    params = {"attn": {"qkv": jnp.sin(jnp.arange(24.0)).reshape(4, 6)}, "w": jnp.ones((3, 3))}
+    grads = jax.tree.map(lambda p: jnp.cos(3.0 * p), params)
+    tx = optim.make_optimizer("muon_qkv", 0.1)
+    got = tx.update(grads, tx.init(params), params)[0]
+    want = optim.muon(0.1, blocks=optim.blocks_by_path("qkv", 3))
+    want = want.update(grads, want.init(params), params)[0]
+    jax.tree.map(np.testing.assert_allclose, got, want)
+    plain = optim.muon(0.1)
+    plain = plain.update(grads, plain.init(params), params)[0]
+    assert not np.allclose(got["attn"]["qkv"], plain["attn"]["qkv"])
 
 
 def test_options_are_the_factorys_and_plain_sgd_is_momentum_zero():

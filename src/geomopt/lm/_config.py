@@ -140,6 +140,11 @@ class OptimConfig:
     """wsd only: fraction of the steps spent in the final linear decay."""
     clip: float = 1.0
     """Global gradient-norm clipping threshold; 0 disables clipping."""
+    qk_clip: float = 0.0
+    """QK-clip threshold tau (MuonClip, Kimi K2; geomopt.optim.qk_clip): after each step the
+    query and key weights of every head whose largest attention logit in the batch passed tau
+    are scaled by sqrt(tau / logit), with any algorithm; for muon_clip it sets that optimiser's
+    own threshold (else 100). 0 disables. Costs one more forward score product per layer."""
 
 
 @dataclasses.dataclass(frozen=True)

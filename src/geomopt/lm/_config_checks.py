@@ -48,7 +48,7 @@ def check_optim_config(ocfg: OptimConfig, steps: int | None = None, prefix: str 
         v = getattr(ocfg, field)
         if not (_is_real(v) and v > 0):
             raise ValueError(f"{name(field)}={v!r}: expected a finite learning rate > 0")
-    for field in ("weight_decay", "clip"):
+    for field in ("weight_decay", "clip", "qk_clip"):
         v = getattr(ocfg, field)
         if not (_is_real(v) and v >= 0):
             raise ValueError(f"{name(field)}={v!r}: expected a finite value >= 0")

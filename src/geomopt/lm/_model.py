@@ -133,6 +133,35 @@ def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int, implementation
     return jnp.concatenate(outs, axis=1)
 
 
+def attention_logit_max(q_BxTxNxH, k_BxTxNxH, block: int = 128):
+    """The largest causal attention logit ``q_i . k_j / sqrt(H)`` (``j <= i``) of each head,
+    over the batch and the positions: ``(N,)`` float32, not differentiated (QK-clip's ``S_h``,
+    :func:`geomopt.optim.qk_clip`). Computed on its own, in query blocks of ``block``, so every
+    attention implementation gives the same number; it costs one more forward score product."""
+    q_BxTxNxH = jax.lax.stop_gradient(q_BxTxNxH)
+    k_BxTxNxH = jax.lax.stop_gradient(k_BxTxNxH)
+    T, H = q_BxTxNxH.shape[1], q_BxTxNxH.shape[-1]
+    block = T if block <= 0 else block
+    best_N = jnp.full(q_BxTxNxH.shape[2], -jnp.inf, jnp.float32)
+    for start in range(0, T, block):
+        stop = min(start + block, T)
+        s_BxNxQxS = jnp.einsum(
+            "bqnh,bsnh->bnqs",
+            q_BxTxNxH[:, start:stop],
+            k_BxTxNxH[:, :stop],
+            preferred_element_type=jnp.float32,
+        )
+        mask_QxS = jnp.arange(stop)[None, :] <= jnp.arange(start, stop)[:, None]
+        s_BxNxQxS = jnp.where(mask_QxS, s_BxNxQxS, -jnp.inf)
+        best_N = jnp.maximum(best_N, jnp.max(s_BxNxQxS, axis=(0, 2, 3)))
+    return best_N / math.sqrt(H)
+
+
+class AttnLogitMax(nnx.Intermediate):
+    """The per-head largest attention logit of the last call, sown by
+    :class:`CausalSelfAttention` when asked (``GPT2.loss(..., logit_max=True)``)."""
+
+
 class CausalSelfAttention(nnx.Module):
     """Multi-head causal self-attention (:func:`causal_attention`, blocked or the library's
     ``config.attention`` implementation; with a cache, ``jax.nn.dot_product_attention`` with the
@@ -153,10 +182,17 @@ class CausalSelfAttention(nnx.Module):
         self.attn_block = cfg.attn_block
         self.implementation = None if cfg.attention == "blocked" else cfg.attention
 
-    def __call__(self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None):
+    def __call__(
+        self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None, logit_max=False
+    ):
         B, T, D = x_BxTxD.shape
         qkv = self.qkv(x_BxTxD).reshape(B, T, 3, self.n_head, D // self.n_head)
         q_BxTxNxH, k_BxTxNxH, v_BxTxNxH = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        if logit_max:
+            self.sow(
+                AttnLogitMax, "logit_max", attention_logit_max(q_BxTxNxH, k_BxTxNxH),
+                reduce_fn=lambda _, x: x, init_fn=lambda: None,
+            )  # fmt: skip
         if cache is None:
             y = causal_attention(
                 q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, self.attn_block, self.implementation
@@ -205,9 +241,11 @@ class Block(nnx.Module):
         self.ln2 = _layernorm(cfg, rngs)
         self.mlp = MLP(cfg, rngs=rngs)
 
-    def __call__(self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None):
+    def __call__(
+        self, x_BxTxD, key=None, cache: KVCache | None = None, pos=None, logit_max=False
+    ):
         k1, k2 = (None, None) if key is None else tuple(jax.random.split(key))
-        y_BxTxD, cache = self.attn(self.ln1(x_BxTxD), k1, cache, pos)
+        y_BxTxD, cache = self.attn(self.ln1(x_BxTxD), k1, cache, pos, logit_max)
         x_BxTxD = x_BxTxD + y_BxTxD
         return x_BxTxD + self.mlp(self.ln2(x_BxTxD), k2), cache
 
@@ -244,10 +282,11 @@ class GPT2(nnx.Module):
         self.ln_f = _layernorm(cfg, rngs)
         self.dropout = nnx.Dropout(cfg.dropout)
 
-    def hidden(self, tokens_BxT, *, key=None, cache=None, pos=None):
+    def hidden(self, tokens_BxT, *, key=None, cache=None, pos=None, logit_max=False):
         """Final-LayerNorm hidden states ``BxTxD`` (compute dtype) and the updated cache (a
         list of per-layer :data:`KVCache`, or ``None`` without one). ``pos``: position of the
-        first token (0 without a cache)."""
+        first token (0 without a cache). ``logit_max``: every attention layer sows its
+        per-head largest logit (:class:`AttnLogitMax`)."""
         cfg = self.config
         T = tokens_BxT.shape[-1]
         if T > cfg.context:
@@ -263,7 +302,7 @@ class GPT2(nnx.Module):
         x_BxTxD = self.dropout(x_BxTxD, deterministic=key is None, rngs=keys[0])
         new_cache = None if cache is None else []
         for i, (block, k) in enumerate(zip(self.blocks, keys[1:], strict=True)):
-            x_BxTxD, c = block(x_BxTxD, k, None if cache is None else cache[i], pos)
+            x_BxTxD, c = block(x_BxTxD, k, None if cache is None else cache[i], pos, logit_max)
             if cache is not None:
                 new_cache.append(c)
         return self.ln_f(x_BxTxD), new_cache
@@ -276,12 +315,20 @@ class GPT2(nnx.Module):
     def __call__(self, tokens_BxT, *, key=None):
         return self.logits(self.hidden(tokens_BxT, key=key)[0])
 
-    def loss(self, tokens_BxT1, *, key=None):
-        """Mean cross-entropy and next-token accuracy of ``tokens[:, 1:]`` (see class doc)."""
-        x_BxTxD, _ = self.hidden(tokens_BxT1[:, :-1], key=key)
-        return chunked_cross_entropy(
+    def loss(self, tokens_BxT1, *, key=None, logit_max=False):
+        """Mean cross-entropy and next-token accuracy of ``tokens[:, 1:]`` (see class doc);
+        with ``logit_max`` also the largest attention logit of every layer and head,
+        ``(n_layer, n_head)`` (:func:`attention_logit_max`, for QK-clip)."""
+        x_BxTxD, _ = self.hidden(tokens_BxT1[:, :-1], key=key, logit_max=logit_max)
+        out = chunked_cross_entropy(
             x_BxTxD, self.wte[...], tokens_BxT1[:, 1:], chunk=self.config.loss_chunk
         )
+        if not logit_max:
+            return out
+        sown = nnx.pop(self, AttnLogitMax)
+        s_LxN = jnp.stack([sown["blocks"][i]["attn"]["logit_max"][...] for i in
+                           range(self.config.n_layer)])  # fmt: skip
+        return (*out, s_LxN)
 
     def init_cache(self, batch: int) -> list[KVCache]:
         """An empty (zero) key/value cache for ``batch`` sequences of up to ``context`` tokens."""

@@ -13,7 +13,7 @@ from geomopt import optim
 from geomopt.lm._config import OptimConfig
 from geomopt.lm._model import param_label
 
-__all__ = ["build_optimizer", "lr_schedule"]
+__all__ = ["build_optimizer", "lr_schedule", "uses_qk_clip"]
 
 
 def lr_schedule(kind: str, peak, total_steps: int, warmup_frac: float, decay_frac: float):
@@ -38,6 +38,21 @@ def _muon_label(params):
     return jax.tree_util.tree_map_with_path(
         lambda p, _: "muon" if param_label(p) == "matrix" else "adam", params
     )
+
+
+def _options_of(name: str) -> set[str]:
+    """The keyword options the registered factory ``name`` takes (empty if unknown)."""
+    factory = optim.OPTIMIZERS.get(name)
+    try:
+        return set(inspect.signature(factory).parameters) if factory else set()
+    except (TypeError, ValueError):
+        return set()
+
+
+def uses_qk_clip(ocfg: OptimConfig) -> bool:
+    """Whether the optimiser of ``ocfg`` clips attention logits, so its ``update`` needs
+    ``attn_logit_max`` (``qk_clip > 0``, or a factory with its own QK-clip, ``muon_clip``)."""
+    return ocfg.qk_clip > 0 or "qk_threshold" in _options_of(ocfg.algorithm)
 
 
 def _registered_options(ocfg: OptimConfig) -> dict:
@@ -67,6 +82,15 @@ def _registered_options(ocfg: OptimConfig) -> dict:
     return kwargs
 
 
+_BUILTIN = {
+    "adamw": lambda ocfg, decay: dict(b1=ocfg.b1, b2=ocfg.b2, **decay),
+    "sgd": lambda ocfg, decay: dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, **decay),
+    "sign_sgd": lambda ocfg, decay: decay,
+    "signum": lambda ocfg, decay: dict(momentum=ocfg.momentum, **decay),
+}
+"""The OptimConfig fields each built-in non-Muon factory of geomopt.optim.OPTIMIZERS gets."""
+
+
 def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.GradientTransformation:
     """The optax transformation of ``ocfg`` (``lr`` overrides ``ocfg.lr``; may be traced, so
     one compiled step serves several learning rates)."""
@@ -74,17 +98,12 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
     sched = lr_schedule(ocfg.schedule, lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac)
     wd = ocfg.weight_decay
     decay = dict(weight_decay=wd, mask=_matrix_mask)
-    if ocfg.algorithm == "muon":
+    takes = _options_of(ocfg.algorithm)
+    if {"label_fn", "adam_learning_rate"} <= takes:  # muon and its variants: Muon's options
         adam_sched = lr_schedule(
             ocfg.schedule, ocfg.adam_lr, total_steps, ocfg.warmup_frac, ocfg.decay_frac
         )
-    # the options of each algorithm's factory in geomopt.optim.OPTIMIZERS
-    options = {
-        "adamw": lambda: dict(b1=ocfg.b1, b2=ocfg.b2, **decay),
-        "sgd": lambda: dict(momentum=ocfg.momentum, nesterov=ocfg.nesterov, **decay),
-        "sign_sgd": lambda: decay,
-        "signum": lambda: dict(momentum=ocfg.momentum, **decay),
-        "muon": lambda: dict(
+        kwargs = dict(
             momentum=ocfg.momentum,
             nesterov=ocfg.nesterov,
             weight_decay=wd,
@@ -92,13 +111,17 @@ def build_optimizer(ocfg: OptimConfig, total_steps: int, lr=None) -> optax.Gradi
             adam_b1=ocfg.b1,
             adam_b2=ocfg.b2,
             label_fn=_muon_label,
-        ),
-    }
-    if ocfg.algorithm in options:
-        kwargs = options[ocfg.algorithm]()
+        )
+    elif ocfg.algorithm in _BUILTIN:  # the options of each algorithm's factory
+        kwargs = _BUILTIN[ocfg.algorithm](ocfg, decay)
     else:
         kwargs = _registered_options(ocfg)
+    clip_inside = "qk_threshold" in takes  # muon_clip: its own QK-clip at ocfg.qk_clip
+    if clip_inside and ocfg.qk_clip > 0:
+        kwargs["qk_threshold"] = ocfg.qk_clip
     tx = optim.make_optimizer(ocfg.algorithm, sched, **kwargs)
+    if ocfg.qk_clip > 0 and not clip_inside:
+        tx = optax.chain(tx, optim.qk_clip(ocfg.qk_clip))
     if ocfg.clip > 0:
         tx = optax.chain(optax.clip_by_global_norm(ocfg.clip), tx)
     return tx

@@ -17,7 +17,7 @@ from jax.sharding import PartitionSpec as P
 from geomopt.lm._config import GPT2Config, OptimConfig
 from geomopt.lm._model import GPT2
 from geomopt.lm._noise import welford_variance
-from geomopt.lm._optimizer import build_optimizer, lr_schedule
+from geomopt.lm._optimizer import build_optimizer, lr_schedule, uses_qk_clip
 
 __all__ = ["StepKey", "model_fns", "optim_fns"]
 
@@ -31,6 +31,12 @@ def _loss(graphdef, params, tokens, key):
     return _loss_and_accuracy(graphdef, params, tokens, key)[0]
 
 
+def _loss_and_logit_max(graphdef, params, tokens, key):
+    """The loss, with the largest attention logit of every layer and head as aux (QK-clip)."""
+    loss, _, s_LxN = nnx.merge(graphdef, params).loss(tokens, key=key, logit_max=True)
+    return loss, s_LxN
+
+
 @dataclasses.dataclass(frozen=True)
 class StepKey:
     """What a compiled train step depends on (the cache key of :func:`optim_fns`)."""
@@ -40,6 +46,8 @@ class StepKey:
     total_steps: int
     dropout: bool
     mesh: Any
+    n_layer_head: tuple[int, int] = (0, 0)
+    """``(n_layer, n_head)`` of the model (the shape of the attention logits QK-clip reads)."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -80,7 +88,11 @@ def optim_fns(k: StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_tre
     param_sh = jax.tree.unflatten(param_treedef, param_sh_leaves)
     opt_sh = jax.tree.unflatten(opt_treedef, opt_sh_leaves)
     rep = NamedSharding(k.mesh, P())
-    grad_fn = jax.value_and_grad(functools.partial(_loss, graphdef))
+    clips = uses_qk_clip(ocfg)
+    if clips:
+        grad_fn = jax.value_and_grad(functools.partial(_loss_and_logit_max, graphdef), has_aux=True)
+    else:
+        grad_fn = jax.value_and_grad(functools.partial(_loss, graphdef))
     tx_of = functools.partial(build_optimizer, ocfg, k.total_steps)
     sched_of = functools.partial(
         lr_schedule, ocfg.schedule, total_steps=k.total_steps,
@@ -95,26 +107,36 @@ def optim_fns(k: StepKey, param_sh_leaves, param_treedef, opt_sh_leaves, opt_tre
             tokens, i = xs
             key = None if step_key is None else jax.random.fold_in(step_key, i)
             loss, g = grad_fn(params, tokens, key)
-            return (carry[0] + loss, jax.tree.map(jnp.add, carry[1], g)), None
+            logit_max = carry[2]
+            if clips:  # the largest logit over the micro-batches
+                loss, s_LxN = loss
+                logit_max = jnp.maximum(logit_max, s_LxN)
+            return (carry[0] + loss, jax.tree.map(jnp.add, carry[1], g), logit_max), None
 
         zeros = jax.tree.map(jnp.zeros_like, params)
-        (loss_sum, g_sum), _ = jax.lax.scan(
-            micro, (jnp.float32(0.0), zeros), (batch_AxBxT1, jnp.arange(n_acc))
+        n_layer, n_head = k.n_layer_head
+        start = (jnp.float32(0.0), zeros, jnp.full((n_layer, n_head), -jnp.inf, jnp.float32))
+        (loss_sum, g_sum, s_LxN), _ = jax.lax.scan(
+            micro, start, (batch_AxBxT1, jnp.arange(n_acc))
         )
         grads = jax.tree.map(lambda g: g / n_acc, g_sum)
-        updates, opt_state = tx_of(lr).update(grads, opt_state, params)
+        extra = {"attn_logit_max": s_LxN} if clips else {}
+        updates, opt_state = tx_of(lr).update(grads, opt_state, params, **extra)
         params = optax.apply_updates(params, updates)
         metrics = {
             "loss": loss_sum / n_acc,
             "grad_norm": optax.tree.norm(grads),
             "lr": sched_of(lr)(step),
         }
+        if clips:
+            metrics["attn_logit_max"] = jnp.max(s_LxN)
         return params, opt_state, metrics
 
+    metric_names = ("loss", "grad_norm", "lr") + (("attn_logit_max",) if clips else ())
     opt_init = jax.jit(lambda params, lr: tx_of(lr).init(params), out_shardings=opt_sh)
     step_jit = jax.jit(
         train_step,
         donate_argnums=(0, 1),
-        out_shardings=(param_sh, opt_sh, {"loss": rep, "grad_norm": rep, "lr": rep}),
+        out_shardings=(param_sh, opt_sh, dict.fromkeys(metric_names, rep)),
     )
     return opt_init, step_jit

@@ -139,6 +139,7 @@ class Trainer:
             cfg.steps,
             cfg.model.dropout > 0,
             mesh,
+            (cfg.model.n_layer, cfg.model.n_head),
         )
         init_fn, eval_fn, noise_fn = model_fns(cfg.model, graphdef, tuple(p_leaves), p_def)
         opt_init, step_fn = optim_fns(key, tuple(p_leaves), p_def, tuple(o_leaves), o_def)
@@ -336,6 +337,9 @@ class _Loop:
         m = {k: float(v) for k, v in jax.device_get(metrics).items()}
         r = self.row(step, **m)
         self.summary["final_train_loss"] = m["loss"]
+        if "attn_logit_max" in m:  # QK-clip runs: the largest logit seen before clipping
+            seen = self.summary.get("max_attn_logit", -math.inf)
+            self.summary["max_attn_logit"] = max(seen, m["attn_logit_max"])
         if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
             self.flush()
             store = self.store

@@ -199,6 +199,7 @@ HEADLINE_KEYS = (
     "tokens_per_s",
     "mfu",
     "params",
+    "max_attn_logit",
 )
 
 

@@ -26,6 +26,11 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "_orthogonalize": [
             "orthogonalize",
         ],
+        "_qk_clip": [
+            "QKClipState",
+            "muon_clip",
+            "qk_clip",
+        ],
         "_registry": [
             "OPTIMIZERS",
             "make_optimizer",

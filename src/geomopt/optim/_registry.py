@@ -9,6 +9,7 @@ arguments are the factory's own (``make_optimizer("sgd", 0.1)`` is ``optim.sgd(0
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -43,7 +44,21 @@ def orthogonalized_sgd(
 
 
 def _builtin() -> dict[str, Callable[..., optax.GradientTransformation]]:
-    from geomopt.optim._muon import muon
+    """The built-in table. The Muon variants are :func:`geomopt.optim.muon` with one option
+    set (a ``functools.partial``, so every other option of ``muon`` is still theirs):
+
+    - ``normuon``: NorMuon's neuron-wise normalisation (``normuon=True``);
+    - ``muon_cautious``: cautious weight decay (``cautious_weight_decay=True``; acts only with
+      a ``weight_decay``);
+    - ``muon_aol``: AOL preconditioning with one Newton-Schulz step fewer (Turbo-Muon:
+      ``preconditioning="aol"``, ``ns_steps=4``);
+    - ``muon_qkv``: fused ``qkv`` weights orthogonalised as Q, K and V
+      (``blocks=blocks_by_path("qkv", 3)``);
+    - ``muon_clip``: Muon then QK-clip at 100 (:func:`geomopt.optim.muon_clip`; its update
+      takes ``attn_logit_max``).
+    """
+    from geomopt.optim._muon import blocks_by_path, muon
+    from geomopt.optim._qk_clip import muon_clip
     from geomopt.optim._sign import sgd, sign_sgd, signum
 
     return {
@@ -51,6 +66,11 @@ def _builtin() -> dict[str, Callable[..., optax.GradientTransformation]]:
         "sign_sgd": sign_sgd,
         "signum": signum,
         "muon": muon,
+        "normuon": functools.partial(muon, normuon=True),
+        "muon_cautious": functools.partial(muon, cautious_weight_decay=True),
+        "muon_aol": functools.partial(muon, preconditioning="aol", ns_steps=4),
+        "muon_qkv": functools.partial(muon, blocks=blocks_by_path("qkv", 3)),
+        "muon_clip": muon_clip,
         "orthogonalized_sgd": orthogonalized_sgd,
         "adamw": optax.adamw,
     }
