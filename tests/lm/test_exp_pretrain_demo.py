@@ -20,6 +20,7 @@ def smoke(tmp_path_factory):
         lr_factors=(1.0, 3.0),
         optimizers=("sgd", "sign_sgd"),
         lrs=(0.1, 1e-3),
+        seeds=(),
     )
     return out, cfg, execute(EXPERIMENT, cfg, preset="smoke", out=out)
 
@@ -68,3 +69,37 @@ def test_sweep_configs_and_validation():
         EXPERIMENT.validate(DemoConfig(lrs=(0.1,)))
     with pytest.raises(ValueError, match="lr_factors"):
         EXPERIMENT.validate(DemoConfig(lr_factors=(0.0,)))
+
+
+def test_replicates_give_intervals_and_paired_differences_from_muon(tmp_path):
+    """The smoke preset (SignSGD, Muon, MuonClip; seeds 1 and 2 after the sweep on seed 0):
+    each optimiser's replicates are its best step size on fresh seeds, the headline their
+    mean with an interval, and the paired difference from Muon; MuonClip at threshold 100 on
+    logits far under it is Muon (to the rounding of another compiled step)."""
+    cfg = dataclasses.replace(
+        EXPERIMENT.presets["smoke"],
+        data=DataConfig(offline_dir=str(tmp_path / "corpus"), offline_bytes=200_000),
+    )
+    outcome = execute(EXPERIMENT, cfg, preset="smoke", out=tmp_path)
+    h = outcome.headline
+    assert all(math.isfinite(v) for v in h.values()), h
+    rows = load_metrics(outcome.path)
+    reps = {(r["optimizer"], r["seed"]) for r in rows if "seed" in r}
+    assert reps == {(o, s) for o in cfg.optimizers for s in (1, 2)}
+    final = {}
+    for r in rows:
+        if "seed" in r and "val_loss" in r and r["step"] == cfg.steps:
+            final[r["optimizer"], r["seed"]] = r["val_loss"]
+    for o in cfg.optimizers:
+        vals = [final[o, 1], final[o, 2]]
+        assert h[f"{o}/final_val_loss"] == pytest.approx(sum(vals) / 2)
+        assert h[f"{o}/final_val_loss/lo"] < h[f"{o}/final_val_loss"] < h[f"{o}/final_val_loss/hi"]
+        rep = next(r for r in rows if r.get("optimizer") == o and "seed" in r)
+        assert h[f"{o}/lr"] == rep["lr"]
+    diff = [final["sign_sgd", s] - final["muon", s] for s in (1, 2)]
+    assert h["sign_sgd/vs_muon"] == pytest.approx(sum(diff) / 2)
+    assert h["sign_sgd/vs_muon/detectable"] > 0
+    assert h["muon_clip/max_attn_logit"] < 100
+    assert h["muon_clip/vs_muon"] == pytest.approx(0.0, abs=1e-5)
+    with pytest.raises(ValueError, match="seeds=\\(0, 1\\): expected distinct seeds other than"):
+        EXPERIMENT.validate(dataclasses.replace(cfg, seeds=(0, 1)))

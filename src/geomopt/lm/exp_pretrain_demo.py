@@ -4,10 +4,13 @@ A small byte-level GPT on the offline corpus (the Python standard library's sour
 with SGD, SignSGD, Signum, AdamW and Muon for the same batches and tokens, each at its step
 size(s), with the gradient-noise density phi measured along the SGD and SignSGD runs.
 
-    uv run experiments/signsgd/pretrain_demo.py [smoke|quick|paper]
+    uv run experiments/signsgd/pretrain_demo.py [smoke|quick|variants|paper]
 
 ``quick``: 2 layers, width 128, context 64, 60 steps of 16 sequences, one step size per
 optimiser (measured 412 s wall, 94 s CPU, on the 2-core machine shared with other jobs).
+``variants``: the same model and steps, Muon's variants beside the five (:data:`ARMS`), each
+at the best of a three-point step-size grid on seed 0, then that step size on seeds 1, 2, 3:
+mean final validation loss with 95 % intervals and the paired difference from Muon.
 ``paper`` (the ``cpu-demo`` model, hours on 2 cores): 4 layers, width 256, context 256, 400
 steps, three step sizes per optimiser, phi for every run. Runs that differ only in the step
 size reuse one compiled train step. Module-level imports are light.
@@ -26,6 +29,27 @@ from geomopt.lm._config import DataConfig, GPT2Config, OptimConfig, OptimName, T
 __all__ = ["DemoConfig", "EXPERIMENT", "run", "plot", "validate", "train_configs"]
 
 OPTIMIZERS: tuple[OptimName, ...] = ("sgd", "sign_sgd", "signum", "adamw", "muon")
+
+_MUON = dict(algorithm="muon", momentum=0.95, nesterov=True, adam_lr=3e-3)
+ARMS: dict[str, dict] = {
+    "sgd": dict(algorithm="sgd", momentum=0.9),
+    "sign_sgd": dict(algorithm="sign_sgd"),
+    "signum": dict(algorithm="signum"),
+    "adamw": dict(algorithm="adamw"),
+    "muon": _MUON,
+    "normuon": {**_MUON, "algorithm": "normuon"},
+    "muon_aol": {**_MUON, "algorithm": "muon_aol"},
+    "muon_qkv": {**_MUON, "algorithm": "muon_qkv"},
+    "muon_clip": {**_MUON, "algorithm": "muon_clip", "qk_clip": 100.0},
+    "muon_wd": {**_MUON, "weight_decay": 0.1},
+    "muon_cautious": {**_MUON, "algorithm": "muon_cautious", "weight_decay": 0.1},
+}
+"""The demo's optimisers by name: the OptimConfig fields of each besides the step size (the
+Muon variants are the names of geomopt.optim.OPTIMIZERS with Muon's settings; muon_wd is the
+control of muon_cautious: the same decay 0.1, applied everywhere; muon_clip clips at Kimi K2's
+threshold 100)."""
+
+VARIANTS = tuple(ARMS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,19 +90,20 @@ class DemoConfig:
     noise_batch_size: int = 8
     """Sequences per phi mini-batch."""
     seed: int = 0
-    """Seed of the initial parameters and the batches (shared by all runs)."""
+    """Seed of the initial parameters and the batches of the step-size sweep (all its runs)."""
+    seeds: tuple[int, ...] = ()
+    """After the sweep, the best step size of each optimiser is trained again with each of
+    these seeds (fresh ones: the tuning seed's luck is not in the comparison); the headline is
+    then the mean over them with a 95 % interval, and each optimiser's paired difference from
+    muon (same seeds, same batches). Empty: the sweep's best run is the headline."""
 
 
 def _optim(name: str, lr: float) -> OptimConfig:
-    if name == "muon":
-        return OptimConfig(algorithm="muon", lr=lr, momentum=0.95, nesterov=True, adam_lr=3e-3)
-    if name == "sgd":
-        return OptimConfig(algorithm="sgd", lr=lr, momentum=0.9)
-    return OptimConfig(algorithm=name, lr=lr)
+    return OptimConfig(lr=lr, **ARMS[name])
 
 
-def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
-    """One :class:`TrainConfig` per (optimiser, step size), in sweep order."""
+def sweep(cfg: DemoConfig) -> list[tuple[str, TrainConfig]]:
+    """``(optimiser, TrainConfig)`` per (optimiser, step size) of the sweep, in order."""
     base = TrainConfig(
         model=cfg.model,
         data=cfg.data,
@@ -96,10 +121,14 @@ def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
     for name, lr in zip(cfg.optimizers, cfg.lrs, strict=True):
         for f in cfg.lr_factors:
             noise = cfg.noise_every if name in cfg.noise_optimizers else 0
-            out.append(
-                dataclasses.replace(base, optim=_optim(name, float(lr * f)), noise_every=noise)
-            )
+            tc = dataclasses.replace(base, optim=_optim(name, float(lr * f)), noise_every=noise)
+            out.append((name, tc))
     return out
+
+
+def train_configs(cfg: DemoConfig) -> list[TrainConfig]:
+    """One :class:`TrainConfig` per (optimiser, step size), in sweep order."""
+    return [tc for _, tc in sweep(cfg)]
 
 
 def validate(cfg: DemoConfig) -> None:
@@ -109,9 +138,9 @@ def validate(cfg: DemoConfig) -> None:
 
     if not cfg.optimizers:
         raise ValueError("optimizers=(): expected at least one optimiser")
-    bad = [o for o in (*cfg.optimizers, *cfg.noise_optimizers) if o not in OPTIMIZERS]
+    bad = [o for o in (*cfg.optimizers, *cfg.noise_optimizers) if o not in ARMS]
     if bad:
-        raise ValueError(f"optimizers {bad}: expected names from {OPTIMIZERS}")
+        raise ValueError(f"optimizers {bad}: expected names from {VARIANTS}")
     if len(set(cfg.optimizers)) != len(cfg.optimizers):
         raise ValueError(f"optimizers={cfg.optimizers!r}: expected each optimiser once")
     if len(cfg.optimizers) != len(cfg.lrs):
@@ -127,6 +156,11 @@ def validate(cfg: DemoConfig) -> None:
     check_ints(cfg, "eval_batches")  # the headline and the choice of step size are val losses
     check_ints(cfg, "eval_every", "noise_every", "noise_batch_size", "seed",
                minimum=0)  # fmt: skip
+    check_ints(cfg, "seeds", minimum=0)
+    if len(set(cfg.seeds)) != len(cfg.seeds) or cfg.seed in cfg.seeds:
+        raise ValueError(
+            f"seeds={cfg.seeds!r}: expected distinct seeds other than the sweep's seed={cfg.seed}"
+        )
     if cfg.noise_every and cfg.noise_optimizers and cfg.noise_samples < 2:
         raise ValueError(
             f"noise_samples={cfg.noise_samples}: expected >= 2 gradients per phi measurement"
@@ -135,26 +169,70 @@ def validate(cfg: DemoConfig) -> None:
         check_train_config(tc, n_devices=1)
 
 
-def run(cfg: DemoConfig, run: Run) -> dict[str, float]:
+def _train_all(jobs, run: Run) -> list[dict]:
     from geomopt.lm._train import train
 
-    configs = train_configs(cfg)
-    results: dict[str, list[tuple[float, dict]]] = {}
-    for i, tc in enumerate(configs):
-        name, lr = tc.optim.algorithm, tc.optim.lr
-        run.print(f"run {i + 1}/{len(configs)}: {name}, lr {lr:g}")
-        summary = train(tc, run, tag={"optimizer": name, "lr": lr}, checkpoints=False)
-        results.setdefault(name, []).append((lr, summary))
+    out = []
+    for i, (name, tc, tag) in enumerate(jobs):
+        where = f", seed {tag['seed']}" if "seed" in tag else ""
+        run.print(f"run {i + 1}/{len(jobs)}: {name}, lr {tc.optim.lr:g}{where}")
+        out.append(train(tc, run, tag={"optimizer": name, "lr": tc.optim.lr, **tag},
+                         checkpoints=False))  # fmt: skip
+    return out
+
+
+def _replicated(cfg: DemoConfig, best: dict[str, TrainConfig], run: Run) -> dict[str, float]:
+    """The best step size of each optimiser on each of ``cfg.seeds``: mean final validation
+    loss with its 95 % interval, and the paired difference from muon (same seed) with its
+    interval and the smallest difference the design detects (80 % power)."""
+    import numpy as np
+
+    from geomopt.stats import min_detectable_effect, put_mean_ci
+
+    jobs = [(name, dataclasses.replace(tc, seed=s, noise_every=0), {"seed": s})
+            for name, tc in best.items() for s in cfg.seeds]  # fmt: skip
+    summaries = _train_all(jobs, run)
+    losses: dict[str, list[float]] = {}
     headline: dict[str, float] = {}
-    best = {}
+    for (name, _, _), summ in zip(jobs, summaries, strict=True):
+        losses.setdefault(name, []).append(summ.get("final_val_loss", math.nan))
+        if "max_attn_logit" in summ:  # over the replicates: did QK-clip ever act?
+            key = f"{name}/max_attn_logit"
+            headline[key] = max(summ["max_attn_logit"], headline.get(key, -math.inf))
+    for name, vals in losses.items():
+        put_mean_ci(headline, f"{name}/final_val_loss", vals)
+        if "muon" in losses and name != "muon":
+            diff = np.asarray(vals) - np.asarray(losses["muon"])
+            put_mean_ci(headline, f"{name}/vs_muon", diff)
+            sd = float(diff.std(ddof=1)) if diff.size > 1 else math.nan
+            headline[f"{name}/vs_muon/detectable"] = min_detectable_effect(sd, diff.size)
+    run.details["replicates"] = losses
+    return headline
+
+
+def run(cfg: DemoConfig, run: Run) -> dict[str, float]:
+    jobs = [(name, tc, {}) for name, tc in sweep(cfg)]
+    summaries = _train_all(jobs, run)
+    results: dict[str, list[tuple[TrainConfig, dict]]] = {}
+    for (name, tc, _), summ in zip(jobs, summaries, strict=True):
+        results.setdefault(name, []).append((tc, summ))
+    headline: dict[str, float] = {}
+    best: dict[str, TrainConfig] = {}
     for name, runs in results.items():
-        lr, s = min(runs, key=lambda r: r[1].get("final_val_loss", math.inf))
-        best[name] = lr
+        tc, s = min(runs, key=lambda r: r[1].get("final_val_loss", math.inf))
+        best[name] = tc
+        lrs = sorted(r[0].optim.lr for r in runs)
         headline[f"{name}/final_val_loss"] = s.get("final_val_loss", math.nan)
-        headline[f"{name}/lr"] = lr
+        headline[f"{name}/lr"] = tc.optim.lr
+        if len(lrs) > 2:  # the best at an end of the grid: the grid may be too narrow
+            headline[f"{name}/lr_at_edge"] = float(tc.optim.lr in (lrs[0], lrs[-1]))
         if "final_phi" in s:
             headline[f"{name}/final_phi"] = s["final_phi"]
-    run.details["best_lr"] = best
+        if "max_attn_logit" in s:
+            headline[f"{name}/max_attn_logit"] = s["max_attn_logit"]
+    run.details["best_lr"] = {name: tc.optim.lr for name, tc in best.items()}
+    if cfg.seeds:
+        headline.update(_replicated(cfg, best, run))
     return headline
 
 
@@ -163,14 +241,14 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
     others dashed and faint) and phi vs step of the runs that measured it (log scale)."""
     import numpy as np
 
+    from geomopt.experiment import read_run
     from geomopt.plotting import color, figure, save
-    from geomopt.runs import read_run
 
     record = read_run(run_dir)
     best = record.details.get("best_lr", {})
     curves: dict[tuple[str, float], dict[str, list]] = {}
     for r in record.metrics:
-        if "optimizer" not in r:
+        if "optimizer" not in r or "seed" in r:  # the sweep's curves (replicates: headline)
             continue
         c = curves.setdefault((r["optimizer"], r["lr"]), {"val": [], "phi": []})
         if "val_loss" in r:
@@ -216,6 +294,14 @@ _PAPER = DemoConfig(
     noise_batch_size=16,
 )
 
+_VARIANTS = DemoConfig(
+    optimizers=VARIANTS,
+    lrs=(0.1, 1e-3, 1e-3, 1e-3) + (0.03,) * 7,
+    lr_factors=(1 / 3, 1.0, 3.0),
+    seeds=(1, 2, 3),
+    noise_optimizers=(),
+)
+
 EXPERIMENT = Experiment(
     name="signsgd/pretrain_demo",
     description="small byte-level GPT: SGD / SignSGD / Signum / AdamW / Muon, loss and phi",
@@ -223,8 +309,9 @@ EXPERIMENT = Experiment(
         "smoke": DemoConfig(
             model=presets["tiny"],
             data=DataConfig(offline_bytes=1_000_000),
-            optimizers=("sgd", "sign_sgd"),
-            lrs=(0.1, 1e-3),
+            optimizers=("sign_sgd", "muon", "muon_clip"),
+            lrs=(1e-3, 0.03, 0.03),
+            seeds=(1, 2),
             batch_size=4,
             steps=4,
             eval_every=2,
@@ -235,12 +322,17 @@ EXPERIMENT = Experiment(
             noise_batch_size=2,
         ),
         "quick": DemoConfig(),
+        "variants": _VARIANTS,
         "paper": _PAPER,
     },
     notes={
-        "smoke": "tiny GPT, SGD and SignSGD, 4 steps each; seconds",
+        "smoke": "tiny GPT, SignSGD, Muon and MuonClip, 4 steps each, then the two "
+        "replicate seeds; seconds",
         "quick": "2 layers, width 128, ctx 64, 60 steps x 16 seqs, one lr per optimiser; "
         "measured 412 s wall / 94 s CPU on 2 shared cores",
+        "variants": "the quick model and steps: SGD, SignSGD, Signum, AdamW, Muon and six Muon "
+        "variants (NorMuon, AOL, split QKV, MuonClip, decay 0.1 plain and cautious), lr grid "
+        "x{1/3, 1, 3} on seed 0, the best lr of each on seeds 1-3; about 25 min on 2 cores",
         "paper": "the cpu-demo model (4 layers, width 256, ctx 256), 400 steps, 3 lrs each, "
         "phi for every run; hours on 2 cores",
     },
