@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Literal
 
 from geomopt.checks import check_ints, check_positive
 from geomopt.experiment import Experiment, Run, figure_path
@@ -49,7 +50,11 @@ Muon variants are the names of geomopt.optim.OPTIMIZERS with Muon's settings; mu
 control of muon_cautious: the same decay 0.1, applied everywhere; muon_clip clips at Kimi K2's
 threshold 100)."""
 
-VARIANTS = tuple(ARMS)
+ArmName = Literal[
+    "sgd", "sign_sgd", "signum", "adamw", "muon", "normuon", "muon_aol", "muon_qkv",
+    "muon_clip", "muon_wd", "muon_cautious",
+]  # fmt: skip
+VARIANTS: tuple[ArmName, ...] = tuple(ARMS)  # type: ignore[assignment]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,14 +69,14 @@ class DemoConfig:
     """Model shape (byte-level: vocabulary 256)."""
     data: DataConfig = DataConfig(offline_bytes=4_000_000)
     """Token source (the offline byte-level corpus by default)."""
-    optimizers: tuple[OptimName, ...] = OPTIMIZERS
+    optimizers: tuple[ArmName, ...] = OPTIMIZERS
     """Optimisers, in order."""
     lrs: tuple[float, ...] = (0.1, 1e-3, 1e-3, 1e-3, 0.03)
     """Peak step size of each optimiser (same order): the best of a two-point sweep at 100
     steps ({0.1, 0.3}, {3e-4, 1e-3}, {3e-4, 1e-3}, {1e-3, 3e-3}, {0.01, 0.03})."""
     lr_factors: tuple[float, ...] = (1.0,)
     """Each optimiser runs at lr x each factor (a step-size sweep; the best is drawn bold)."""
-    noise_optimizers: tuple[OptimName, ...] = ("sgd", "sign_sgd")
+    noise_optimizers: tuple[ArmName, ...] = ("sgd", "sign_sgd")
     """Optimisers whose runs measure phi (every noise_every steps)."""
     batch_size: int = 16
     """Sequences per step."""
