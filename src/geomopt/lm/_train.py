@@ -230,7 +230,7 @@ def train(
     main = jax.process_index() == 0
     say = run.print if main else (lambda _msg: None)
     peak, peak_source = device_peak_flops(cfg.peak_flops)
-    label = " ".join(f"{v}" for v in tag.values())
+    label = " ".join(f"{v:g}" if isinstance(v, float) else f"{v}" for v in tag.values())
     say(
         f"{label + ': ' if label else ''}{cfg.optim.algorithm} lr {cfg.optim.lr:g}, "
         f"{cfg.steps} steps of {cfg.batch_size} x {cfg.sequence_length} tokens on "
