@@ -28,7 +28,6 @@ RUNNER_MODULES = frozenset(
     {
         "geomopt",
         "geomopt.experiment",
-        "geomopt.runs",
         "geomopt.report",
         "geomopt.reproduce",
         "geomopt.registry",

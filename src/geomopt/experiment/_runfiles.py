@@ -1,5 +1,5 @@
-"""The files of a run folder: atomic writes, JSON conversion, and reading a run back (what
-was ``geomopt.runs``; these names are exported by :mod:`geomopt.experiment`).
+"""The files of a run folder: atomic writes, JSON conversion, and reading a run back (these
+names are exported by :mod:`geomopt.experiment`).
 
 A run folder (made by :func:`geomopt.experiment.execute`) holds
 

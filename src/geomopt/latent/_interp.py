@@ -53,7 +53,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from geomopt.diffusion import edm_sigma_steps
 from geomopt.gfm import ScoreAt, solve
@@ -165,54 +164,22 @@ def heun_denoise(
 
 
 def slerp(x0, x1, n_points: int) -> np.ndarray:
-    """Batched SLERP about the origin, ``(B, d) -> (B, n_points, d)``: the direction follows the
-    great circle, the norm is interpolated linearly (the official ``slerp_interpolate``; nearly
-    parallel endpoints fall back to the normalised straight line). Same as
-    :func:`geomopt.gfm.baselines.spherical`, for batches."""
-    x0, x1 = np.asarray(x0, np.float64), np.asarray(x1, np.float64)
-    t = np.linspace(0.0, 1.0, n_points)[None, :, None]
-    n0 = np.linalg.norm(x0, axis=-1)[:, None, None]
-    n1 = np.linalg.norm(x1, axis=-1)[:, None, None]
-    if (n0 == 0).any() or (n1 == 0).any():
-        raise ValueError("SLERP needs endpoints away from the origin")
-    u0, u1 = x0[:, None] / n0, x1[:, None] / n1
-    cos = np.clip(np.sum(u0 * u1, axis=-1, keepdims=True), -1.0, 1.0)
-    omega = np.arccos(cos)
-    so = np.sin(omega)
-    small = so < 1e-8
-    safe = np.where(small, 1.0, so)
-    direction = (np.sin((1 - t) * omega) * u0 + np.sin(t * omega) * u1) / safe
-    line = (1 - t) * u0 + t * u1
-    line = line / np.linalg.norm(line, axis=-1, keepdims=True)
-    direction = np.where(small, line, direction)
-    return (direction * ((1 - t) * n0 + t * n1)).astype(np.float32)
-
-
-@eqx.filter_jit
-def _adam_core(energy, path0, lr, iters, cosine):
-    inner0 = path0[:, 1:-1]
-    sched = optax.cosine_decay_schedule(lr, iters, alpha=0.1) if cosine else lr
-    opt = optax.adam(sched)
-
-    def loss(inner):
-        path = jnp.concatenate([path0[:, :1], inner, path0[:, -1:]], axis=1)
-        return jnp.sum(jax.vmap(lambda p: bl.path_energy(energy, p))(path))
-
-    def step(carry, _):
-        inner, state = carry
-        g = jax.grad(loss)(inner)
-        upd, state = opt.update(g, state, inner)
-        return (optax.apply_updates(inner, upd), state), None
-
-    (inner, _), _ = jax.lax.scan(step, (inner0, opt.init(inner0)), None, length=iters)
-    return jnp.concatenate([path0[:, :1], inner, path0[:, -1:]], axis=1)
+    """Batched SLERP about the origin, ``(B, d) -> (B, n_points, d)`` float32: the direction
+    follows the great circle, the norm is interpolated linearly (the official
+    ``slerp_interpolate``): :func:`geomopt.gfm.baselines.spherical` as a NumPy array."""
+    return np.asarray(bl.spherical(np.asarray(x0, np.float32), np.asarray(x1, np.float32),
+                                   n_points), np.float32)  # fmt: skip
 
 
 def adam_energy(energy: bl.PathEnergy, path0, *, lr: float, iters: int, cosine: bool):
     """Adam (PyTorch defaults but ``lr``; cosine decay to 0.1 lr if ``cosine``) for ``iters``
     iterations on ``sum_pairs path_energy`` over the interior waypoints of ``path0 (B, K, d)``.
-    Pairs are independent (Adam is elementwise, so one summed loss = separate runs)."""
-    return _adam_core(energy, jnp.asarray(path0), float(lr), int(iters), bool(cosine))
+    Pairs are independent: :func:`geomopt.gfm.baselines.adam_path` on each."""
+    paths, _, _, _ = bl.adam_path(
+        jax.tree_util.Partial(bl.path_energy, energy), jnp.asarray(path0), lr=float(lr),
+        iters=int(iters), cosine=0.1 if cosine else None,
+    )  # fmt: skip
+    return paths
 
 
 def _f32(module):
