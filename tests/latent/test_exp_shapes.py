@@ -73,9 +73,9 @@ def test_fit_subset_is_seeded_and_shared_by_every_method():
 
 def test_score_fits_the_same_subset_for_every_method(monkeypatch):
     # _score_shapes fits exactly the seed's subset (of the decoded shapes), whatever the method
+    from geomopt import shapes
     from geomopt.latent import exp_shapes
     from geomopt.latent._study import fit_subset
-    from geomopt.shapes import _family as fam
 
     cfg = ShapesConfig(n_eval_points=16, n_surface=32, family_fit_max=5)
     rng = np.random.default_rng(0)
@@ -86,7 +86,7 @@ def test_score_fits_the_same_subset_for_every_method(monkeypatch):
         fitted.append(round(float(points[0, 0]), 6))
         return None, None, 0.1
 
-    monkeypatch.setattr(fam, "fit_family", fake_fit)
+    monkeypatch.setattr(shapes, "fit_family", fake_fit)  # the public name exp_shapes uses
     seen = {}
     for method_shift in (0.0, 0.5):  # two "methods": different clouds, same seed
         clouds = rng.standard_normal((12, 32, 3))

@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geomopt.diffusion import edm_sigma_steps
+from geomopt.diffusion import pf_ode_denoise
 from geomopt.gfm import ScoreAt, solve
 from geomopt.gfm import baselines as bl
 
@@ -130,24 +130,6 @@ class Method(NamedTuple):
     solve: Callable[[Problem], tuple[Any, Any]]
 
 
-@eqx.filter_jit
-def _heun(denoiser, x, sigmas):
-    def d(x, s):
-        return jax.vmap(lambda v: denoiser(v, s))(x)
-
-    n = sigmas.shape[0]
-
-    def body(i, x):
-        t, t_next = sigmas[i], sigmas[i + 1]
-        slope = (x - d(x, t)) / t
-        x_euler = x + (t_next - t) * slope
-        slope2 = (x_euler - d(x_euler, t_next)) / t_next
-        return x + (t_next - t) * 0.5 * (slope + slope2)
-
-    x = jax.lax.fori_loop(0, n - 1, body, x)
-    return d(x, sigmas[-1])  # the Euler step from sigma_min to 0
-
-
 def heun_denoise(
     denoiser: Callable, x, sigma: float, *, num_steps: int = 5, sigma_min: float = 0.002,
     rho: float = 7.0,
@@ -155,12 +137,13 @@ def heun_denoise(
     """EDM's deterministic Heun sampler started AT noise level ``sigma`` (``x`` is taken as
     already noisy, as the official ``init_at_sigma=True``): levels ``sigma = t_0 > ... >
     t_{N-1} = sigma_min`` (EDM eq. 5), a Heun step between consecutive levels and the final
-    Euler step to 0 (``x <- D(x, sigma_min)``). ``x`` is ``(B, d)``."""
+    Euler step to 0 (``x <- D(x, sigma_min)``). ``x`` is ``(B, d)``. This is
+    :func:`geomopt.diffusion.pf_ode_denoise` (diffrax's Heun on those levels)."""
     x = jnp.asarray(x)
     if x.ndim != 2:
         raise ValueError(f"x of shape {x.shape}: expected (B, d)")
-    sigmas = edm_sigma_steps(num_steps, sigma_min, float(sigma), rho).astype(x.dtype)
-    return _heun(denoiser, x, sigmas)
+    return pf_ode_denoise(denoiser, x, float(sigma), num_steps=num_steps, sigma_min=sigma_min,
+                          rho=rho)  # fmt: skip
 
 
 def slerp(x0, x1, n_points: int) -> np.ndarray:
