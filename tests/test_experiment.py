@@ -656,3 +656,17 @@ def test_tools_report_errors_in_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith(f"sample.py: error: {tmp_path / 'none'}"), err
     assert ex.tool_main("sample.py", tool.main, tool.parse, [*argv, "--debug"]) == 1
     assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def test_committed_figures_go_to_the_repository_folders():
+    """``plot.py --update-committed`` writes where the READMEs show the figures: every
+    experiment's figures_dir is an existing folder at the top of the checkout."""
+    from geomopt.experiment._cli import committed_figures_dir
+    from geomopt.registry import load_all
+
+    root = Path(__file__).resolve().parents[1]
+    with_figures = [e for e in load_all() if e.figures_dir]
+    assert with_figures
+    for exp in with_figures:
+        assert committed_figures_dir(exp) == root / exp.figures_dir
+        assert committed_figures_dir(exp).is_dir(), exp.name

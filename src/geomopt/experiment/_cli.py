@@ -220,6 +220,12 @@ def tool_main(
     return EXIT_INTERRUPTED
 
 
+def committed_figures_dir(exp) -> Path:
+    """The repository folder of ``exp``'s committed figures (``exp.figures_dir`` under the
+    checkout this package runs from: ``src/geomopt/experiment/`` is three levels down)."""
+    return Path(__file__).resolve().parents[3] / exp.figures_dir
+
+
 def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = None) -> int:
     """``plot.py NAME [RUN_DIR ...] [--out DIR] [--preset P] [--update-committed]``.
 
@@ -262,7 +268,7 @@ def plot_main(experiments: Sequence[Experiment], argv: Sequence[str] | None = No
         if exp.figures_dir is None:
             print(f"{exp.name} has no committed figures", file=sys.stderr)
             return 2
-        target = Path(__file__).resolve().parents[2] / exp.figures_dir
+        target = committed_figures_dir(exp)
     else:
         target = Path(args.out) / "figures" / exp.family
     status = 0

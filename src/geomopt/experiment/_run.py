@@ -150,7 +150,7 @@ def _git(root: Path, *args: str) -> str | None:
 
 def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Where a run came from: git commit and dirty flag, versions, devices, command, time."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     commit = _git(root, "rev-parse", "HEAD")
     dirty = None
     if commit is not None:
