@@ -248,33 +248,66 @@ def run(cfg: DemoConfig, run: Run) -> dict[str, float]:
     return headline
 
 
+def _colors(names) -> dict[str, str]:
+    """The project's colour of each optimiser, or distinct tab20 colours when there are more
+    optimisers than the palette tells apart (the Muon variants)."""
+    import matplotlib
+
+    from geomopt.plotting import color
+
+    names = list(dict.fromkeys(names))
+    if len({color(n) for n in names}) == len(names):
+        return {n: color(n) for n in names}
+    cmap = matplotlib.colormaps["tab20"]
+    return {n: matplotlib.colors.to_hex(cmap(i % 20)) for i, n in enumerate(names)}
+
+
+def _draw_replicates(ax, headline: dict, names, colors) -> None:
+    """Mean final validation loss over the replicate seeds with its 95 % interval, per
+    optimiser (best first)."""
+    rows = [(n, headline[f"{n}/final_val_loss"]) for n in names
+            if f"{n}/final_val_loss/lo" in headline]  # fmt: skip
+    rows.sort(key=lambda r: r[1])
+    for y, (name, mean) in enumerate(rows):
+        lo, hi = headline[f"{name}/final_val_loss/lo"], headline[f"{name}/final_val_loss/hi"]
+        ax.errorbar(mean, y, xerr=[[mean - lo], [hi - mean]], fmt="o", color=colors[name],
+                    capsize=2, markersize=4)  # fmt: skip
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set(xlabel="final validation loss (nats/byte)")
+    ax.set_title("best lr on the replicate seeds (95 % CI)")
+
+
 def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``lm_demo[_<run>].png``: validation loss vs tokens per optimiser (best step size solid,
-    others dashed and faint) and phi vs step of the runs that measured it (log scale)."""
+    """``lm_demo[_<run>].png``: validation loss vs tokens per optimiser on the sweep's seed
+    (best step size solid, others dashed and faint), and phi vs step of the runs that measured
+    it (log scale), or, for a run with replicate seeds and no phi, each optimiser's mean final
+    validation loss over them with its interval."""
     import numpy as np
 
     from geomopt.experiment import read_run
-    from geomopt.plotting import color, figure, save
+    from geomopt.plotting import figure, save
 
     record = read_run(run_dir)
     best = record.details.get("best_lr", {})
     curves: dict[tuple[str, float], dict[str, list]] = {}
     for r in record.metrics:
-        if "optimizer" not in r or "seed" in r:  # the sweep's curves (replicates: headline)
+        if "optimizer" not in r or "seed" in r:  # the sweep's curves (replicates: right panel)
             continue
         c = curves.setdefault((r["optimizer"], r["lr"]), {"val": [], "phi": []})
         if "val_loss" in r:
             c["val"].append((r["tokens"], r["val_loss"]))
         if "phi" in r:
             c["phi"].append((r["step"], r["phi"]))
+    colors = _colors(name for name, _ in curves)
     fig, axes = figure(2, 1, width=3.8, height=2.9)
     ax_loss, ax_phi = axes[0, 0], axes[0, 1]
     phi_steps: set[float] = set()
     for (name, lr), c in curves.items():
         is_best = best.get(name) == lr
-        style = dict(color=color(name), alpha=1.0 if is_best else 0.35)
+        style = dict(color=colors[name], alpha=1.0 if is_best else 0.35)
         style.update(linestyle="-" if is_best else "--")
-        label = f"{name} (lr {lr:g})" if is_best else None
+        label = f"{name} (lr {lr:.3g})" if is_best else None
         if c["val"]:
             ax_loss.plot(*np.asarray(c["val"]).T, label=label, **style)
         if c["phi"]:
@@ -282,13 +315,18 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
             phi_steps.update(pts[:, 0].tolist())
             ax_phi.plot(*pts.T, marker="o", markersize=3, label=label, **style)
     ax_loss.set(xlabel="training tokens", ylabel="validation loss (nats/byte)")
+    ax_loss.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     ax_loss.set_title("small GPT on stdlib bytes")
-    ax_loss.legend(fontsize=7, loc="best")
-    ax_phi.set(xlabel="step", ylabel=r"noise density $\phi$", yscale="log")
-    ax_phi.set_title(r"$\phi = \|\sigma\|_1^2 / (M \|\sigma\|_2^2)$")
-    if phi_steps:
-        ax_phi.set_xticks(sorted(phi_steps))
-        ax_phi.legend(fontsize=7, loc="best")
+    ax_loss.legend(fontsize=6 if len(colors) > 6 else 7, loc="best")
+    headline = (record.summary or {}).get("headline", {})
+    if not phi_steps and any(k.endswith("/final_val_loss/lo") for k in headline):
+        _draw_replicates(ax_phi, headline, list(colors), colors)
+    else:
+        ax_phi.set(xlabel="step", ylabel=r"noise density $\phi$", yscale="log")
+        ax_phi.set_title(r"$\phi = \|\sigma\|_1^2 / (M \|\sigma\|_2^2)$")
+        if phi_steps:
+            ax_phi.set_xticks(sorted(phi_steps))
+            ax_phi.legend(fontsize=7, loc="best")
     return [save(fig, figure_path(run_dir, out, "lm_demo"))]
 
 
