@@ -8,6 +8,7 @@ the medians and the ratio ours / optax are printed and written to ``benchmarks/r
     uv run benchmarks/bench_muon.py                 # default: 2 interleaved reps
     uv run benchmarks/bench_muon.py --reps 5 --variants auto newton_schulz
     uv run benchmarks/bench_muon.py --layers 2      # a quick look
+    uv run benchmarks/bench_muon.py --registered normuon muon_cautious muon_aol muon_qkv muon_clip
 
 Where the speed comes from (same Newton-Schulz polynomial, same defaults):
 1. batching: the 12 (or 24, since 3072x768 is stacked transposed with 768x3072) matrices of a
@@ -18,6 +19,7 @@ Where the speed comes from (same Newton-Schulz polynomial, same defaults):
 """
 
 import dataclasses
+import functools
 import os
 import platform
 import statistics
@@ -30,7 +32,7 @@ import numpy as np
 import optax
 import tyro
 
-from geomopt.optim import muon
+from geomopt.optim import make_optimizer, muon
 
 SHAPES = {"qkv": (768, 2304), "attn_proj": (768, 768), "fc": (768, 3072), "mlp_proj": (3072, 768)}
 
@@ -48,8 +50,27 @@ class Config:
     compiling was 3.5x the second: allocation and thread-pool start-up, not the update)."""
     variants: tuple[str, ...] = ("auto",)
     """Our orthogonalisation methods to time: 'auto' (default), 'newton_schulz', ..."""
+    registered: tuple[str, ...] = ()
+    """Names of geomopt.optim.OPTIMIZERS to time beside them with the same settings: the
+    Muon variants normuon, muon_cautious (weight decay 0.1), muon_aol, muon_qkv, muon_clip
+    (fed logits under its threshold, so it computes Muon's update plus the clip's check)."""
     out: Path = Path(__file__).parent / "results" / "muon.md"
     """Markdown result file ('' to skip writing)."""
+
+
+VARIANT_OPTIONS = {"muon_cautious": {"weight_decay": 0.1}}
+
+
+def _variant_flops(name: str, params) -> float:
+    """Newton-Schulz matmul flops of a registered variant's update: AOL drops a step, split
+    QKV orthogonalises three 768 x 768 blocks instead of one 768 x 2304 matrix."""
+    steps = 4 if name == "muon_aol" else 5
+    total = 0.0
+    for key, x in params.items():
+        m, n = x.shape
+        k = 3 if name == "muon_qkv" and "qkv" in key else 1
+        total += k * flops("auto", m, n // k, steps)
+    return total
 
 
 def flops(method: str, m: int, n: int, steps: int = 5) -> float:
@@ -72,11 +93,17 @@ def main(cfg: Config) -> None:
     impls = {"optax.contrib.muon": optax.contrib.muon(0.02)}
     for method in cfg.variants:
         impls[f"geomopt muon ({method})"] = muon(0.02, method=method)
+    extra = {}
+    for reg in cfg.registered:
+        impls[reg] = make_optimizer(reg, 0.02, **VARIANT_OPTIONS.get(reg, {}))
+        if reg == "muon_clip":  # logits of every layer's 12 heads, far under the threshold
+            extra[reg] = {"attn_logit_max": jnp.ones((cfg.layers, 12))}
     compiled, first, outputs = {}, {}, {}
     for name, opt in impls.items():
         state = opt.init(params)
         t0 = time.perf_counter()
-        fn = jax.jit(opt.update).lower(grads, state, params).compile()
+        update = functools.partial(opt.update, **extra.get(name, {}))
+        fn = jax.jit(update).lower(grads, state, params).compile()
         first[name] = time.perf_counter() - t0
         compiled[name] = (fn, state)
         print(f"{name}: compile {first[name]:.2f} s", flush=True)
@@ -106,8 +133,11 @@ def main(cfg: Config) -> None:
         med = statistics.median(times[name])
         ratio = med / statistics.median(times[base])
         paired = statistics.median(a / b for a, b in zip(times[name], times[base], strict=True))
-        method = "plain" if name == base else name.split("(")[1].rstrip(")")
-        gflop = sum(flops(method, *x.shape) for x in params.values()) / 1e9
+        if name in cfg.registered:
+            gflop = _variant_flops(name, params) / 1e9
+        else:
+            method = "plain" if name == base else name.split("(")[1].rstrip(")")
+            gflop = sum(flops(method, *x.shape) for x in params.values()) / 1e9
         err = max(float(jnp.max(jnp.abs(outputs[name][k] - ref[k]))) for k in params)
         rows.append((name, med, ratio, paired, gflop, err))
 
@@ -128,7 +158,9 @@ def main(cfg: Config) -> None:
 Newton-Schulz steps, shape scaling, learning rate). Both with default settings and lr 0.02.
 Medians over {cfg.reps} interleaved repetitions of the compiled call, after {cfg.warmup} untimed
 warm-up call(s) of each; "paired ratio" is the median
-of per-repetition ratios. "max abs diff" compares each update with optax's (lr 0.02 scale).
+of per-repetition ratios. "max abs diff" compares each update with optax's (lr 0.02 scale);
+the registered variants (by their names in `geomopt.optim.OPTIMIZERS`) compute other updates
+by design, except muon_clip, which is Muon's update when no logit passes its threshold.
 
 {table}
 
@@ -139,7 +171,8 @@ optax {optax.__version__}.
 Compile time: {", ".join(f"{n} {t:.1f} s" for n, t in first.items())}.
 
 Command: `uv run benchmarks/bench_muon.py --layers {cfg.layers} --reps {cfg.reps} \\
---warmup {cfg.warmup} --variants {" ".join(cfg.variants)}`
+--warmup {cfg.warmup} --variants {" ".join(cfg.variants)}\
+{(" --registered " + " ".join(cfg.registered)) if cfg.registered else ""}`
 
 ## Why ours is faster
 
