@@ -402,5 +402,5 @@ EXPERIMENT = Experiment(
         "muon/final_val_loss",
         "sign_sgd/final_phi",
     ),
-    seconds={"smoke": 7.6, "quick": 412.0},
+    seconds={"smoke": 24.4, "quick": 412.0, "variants": 1406.0},
 )
