@@ -99,6 +99,20 @@ KVCache = tuple[jax.Array, jax.Array]
 """Keys and values of one attention layer, ``B x S x N x H`` each (``S`` = model context)."""
 
 
+def _causal_scores(q_BxTxNxH, k_BxTxNxH, start: int, stop: int):
+    """Float32 logits ``q_i . k_j / sqrt(H)`` of the queries ``start .. stop - 1`` against the
+    keys ``0 .. stop - 1``, ``-inf`` above the causal diagonal: ``B x N x Q x S``."""
+    scale = 1.0 / math.sqrt(q_BxTxNxH.shape[-1])
+    s_BxNxQxS = jnp.einsum(
+        "bqnh,bsnh->bnqs",
+        q_BxTxNxH[:, start:stop],
+        k_BxTxNxH[:, :stop],
+        preferred_element_type=jnp.float32,
+    )
+    mask_QxS = jnp.arange(stop)[None, :] <= jnp.arange(start, stop)[:, None]
+    return jnp.where(mask_QxS, s_BxNxQxS * scale, -jnp.inf)
+
+
 def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int, implementation=None):
     """Exact causal softmax attention, ``B x T x N x H`` in and out.
 
@@ -111,23 +125,15 @@ def causal_attention(q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, block: int, implementation
     0 or ``T <= block``, or an ``implementation`` ``"xla"`` / ``"cudnn"`` is named) it is
     ``jax.nn.dot_product_attention(..., is_causal=True, implementation=implementation)``.
     """
-    T, H = q_BxTxNxH.shape[1], q_BxTxNxH.shape[-1]
+    T = q_BxTxNxH.shape[1]
     if block <= 0 or T <= block or implementation is not None:
         return jax.nn.dot_product_attention(
             q_BxTxNxH, k_BxTxNxH, v_BxTxNxH, is_causal=True, implementation=implementation
         )
-    scale = 1.0 / math.sqrt(H)
     outs = []
     for start in range(0, T, block):
         stop = min(start + block, T)
-        s_BxNxQxS = jnp.einsum(
-            "bqnh,bsnh->bnqs",
-            q_BxTxNxH[:, start:stop],
-            k_BxTxNxH[:, :stop],
-            preferred_element_type=jnp.float32,
-        )
-        mask_QxS = jnp.arange(stop)[None, :] <= jnp.arange(start, stop)[:, None]
-        s_BxNxQxS = jnp.where(mask_QxS, s_BxNxQxS * scale, -jnp.inf)
+        s_BxNxQxS = _causal_scores(q_BxTxNxH, k_BxTxNxH, start, stop)
         p_BxNxQxS = jax.nn.softmax(s_BxNxQxS, axis=-1).astype(v_BxTxNxH.dtype)
         outs.append(jnp.einsum("bnqs,bsnh->bqnh", p_BxNxQxS, v_BxTxNxH[:, :stop]))
     return jnp.concatenate(outs, axis=1)
@@ -140,21 +146,13 @@ def attention_logit_max(q_BxTxNxH, k_BxTxNxH, block: int = 128):
     attention implementation gives the same number; it costs one more forward score product."""
     q_BxTxNxH = jax.lax.stop_gradient(q_BxTxNxH)
     k_BxTxNxH = jax.lax.stop_gradient(k_BxTxNxH)
-    T, H = q_BxTxNxH.shape[1], q_BxTxNxH.shape[-1]
+    T = q_BxTxNxH.shape[1]
     block = T if block <= 0 else block
     best_N = jnp.full(q_BxTxNxH.shape[2], -jnp.inf, jnp.float32)
     for start in range(0, T, block):
-        stop = min(start + block, T)
-        s_BxNxQxS = jnp.einsum(
-            "bqnh,bsnh->bnqs",
-            q_BxTxNxH[:, start:stop],
-            k_BxTxNxH[:, :stop],
-            preferred_element_type=jnp.float32,
-        )
-        mask_QxS = jnp.arange(stop)[None, :] <= jnp.arange(start, stop)[:, None]
-        s_BxNxQxS = jnp.where(mask_QxS, s_BxNxQxS, -jnp.inf)
+        s_BxNxQxS = _causal_scores(q_BxTxNxH, k_BxTxNxH, start, min(start + block, T))
         best_N = jnp.maximum(best_N, jnp.max(s_BxNxQxS, axis=(0, 2, 3)))
-    return best_N / math.sqrt(H)
+    return best_N
 
 
 class AttnLogitMax(nnx.Intermediate):
