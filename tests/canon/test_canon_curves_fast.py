@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hilbertcurve.hilbertcurve import HilbertCurve
 
-from geomopt.canon import _curves, hilbert_index, words_to_int
+from geomopt.canon import _curves, _curves_skilling, _curves_table, hilbert_index, words_to_int
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_table_encoder_matches_loop_encoder(d, bits):
 @pytest.mark.parametrize("d", [1, 2, 3, 4])
 def test_level_table_is_a_bijection_per_state(d):
     """Each state's digit map is a permutation of the 2**d sub-cubes (bijectivity per level)."""
-    table = _curves._level_table(d)
+    table = _curves_table._level_table(d)
     digits = table & ((1 << d) - 1)
     assert all(len(set(row.tolist())) == 2**d for row in digits)
     assert table.shape[0] == {1: 2, 2: 8, 3: 48, 4: 384}[d]
@@ -91,7 +91,7 @@ def test_level_table_is_a_bijection_per_state(d):
 def test_minimal_level_table_emits_the_same_digits(d):
     """Merging equivalent states keeps every digit sequence: both machines run on the same random
     level inputs from the start state, and the merged one has 1, 4, 24, 192 states."""
-    full, small = _curves._level_table(d), _curves._minimal_level_table(d)
+    full, small = _curves_table._level_table(d), _curves_table._minimal_level_table(d)
     assert small.shape == ({1: 1, 2: 4, 3: 24, 4: 192}[d], 2**d)
     assert all(len(set((row & ((1 << d) - 1)).tolist())) == 2**d for row in small)
     raw = np.random.default_rng(d).integers(0, 2**d, size=(256, 40))
@@ -104,7 +104,7 @@ def test_minimal_level_table_emits_the_same_digits(d):
 
 def test_chunked_loop_encoder_matches_hilbertcurve(monkeypatch):
     """d > 4 runs the level loop in chunks; a ragged last chunk and batch shapes are exact."""
-    monkeypatch.setattr(_curves, "_LOOP_CHUNK", 128)
+    monkeypatch.setattr(_curves_skilling, "_LOOP_CHUNK", 128)
     d, bits = 6, 7
     q = np.random.default_rng(2).integers(0, 2**bits, size=(3, 50, d)).astype(np.uint32)
     _curves._hilbert_kernel.clear_cache()

@@ -72,6 +72,35 @@ prediction loops compile in about half the time and run slower (smoke runs, wher
 dominates)."""
 
 
+def _cosine_schedule(lr, epochs: int, steps_per_epoch):
+    """The learning rate at step ``count``: a cosine per epoch from ``lr`` to ``lr * 1e-3``
+    (``CosineAnnealingLR(T_max=epochs)``, stepped once per epoch of ``steps_per_epoch``)."""
+    lr_min = lr * 1e-3
+
+    def schedule(count):
+        epoch = count // steps_per_epoch
+        return lr_min + (lr - lr_min) * 0.5 * (1 + jnp.cos(jnp.pi * epoch / epochs))
+
+    return schedule
+
+
+def _epoch_orders(okeys, n_total: int, n_sub, batch: int, max_passes: int):
+    """One epoch's visiting order per seed key, ``(seeds, max_passes, batches, batch)``: indices
+    into the subset of the first ``n_sub`` of ``n_total`` clouds."""
+
+    def seed_order(k):
+        # `passes` shuffles of the subset, each cut to whole batches, one after the other
+        def one_pass(kp):
+            u = jax.random.uniform(kp, (n_total,))
+            return jnp.argsort(jnp.where(jnp.arange(n_total) < n_sub, u, 2.0))
+
+        pass_keys = k[None] if max_passes == 1 else jax.random.split(k, max_passes)
+        orders = jax.vmap(one_pass)(pass_keys)
+        return orders[:, : (n_total // batch) * batch].reshape(max_passes, -1, batch)
+
+    return jax.vmap(seed_order)(okeys)
+
+
 def _train_loop(
     models,
     inputs,
@@ -92,13 +121,7 @@ def _train_loop(
     frozen, static = eqx.partition(rest, eqx.is_array)  # the fixed Fourier matrices, per seed
     per_pass = n_sub // batch  # batches of one pass over the subset (drop-last)
     spe = per_pass * passes  # steps per epoch
-    lr, lr_min = hp["lr"], hp["lr"] * 1e-3
-
-    def schedule(count):
-        epoch = count // spe
-        return lr_min + (lr - lr_min) * 0.5 * (1 + jnp.cos(jnp.pi * epoch / epochs))
-
-    opt = optax.adamw(schedule, weight_decay=hp["weight_decay"])
+    opt = optax.adamw(_cosine_schedule(hp["lr"], epochs, spe), weight_decay=hp["weight_decay"])
     opt_state = jax.vmap(opt.init)(params)
     n_total = y.shape[0]
     rates = {k: hp[k] for k in ("dropout", "point_dropout", "input_dropout")}
@@ -124,18 +147,7 @@ def _train_loop(
         ekeys, okeys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, e)))(
             keys
         ).swapaxes(0, 1)
-
-        def seed_order(k):
-            # `passes` shuffles of the subset, each cut to whole batches, one after the other
-            def one_pass(kp):
-                u = jax.random.uniform(kp, (n_total,))
-                return jnp.argsort(jnp.where(jnp.arange(n_total) < n_sub, u, 2.0))
-
-            pass_keys = k[None] if max_passes == 1 else jax.random.split(k, max_passes)
-            orders = jax.vmap(one_pass)(pass_keys)
-            return orders[:, : (n_total // batch) * batch].reshape(max_passes, -1, batch)
-
-        orders = jax.vmap(seed_order)(okeys)  # (seeds, max_passes, batches, batch)
+        orders = _epoch_orders(okeys, n_total, n_sub, batch, max_passes)
 
         def body(b, c):
             p, s, loss_sum, correct = c

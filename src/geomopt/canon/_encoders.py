@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Array, Integer, UInt32
 
-from geomopt.canon import _curves
+from geomopt.canon import _curves, _curves_bits
 
 __all__ = [
     "HILBERT_ENCODERS",
@@ -55,4 +55,4 @@ def invert_or_swap(xs: list[Array], i: int, set_mask: Array, low: Array) -> None
     """Skilling's per-bit step every encoder runs, in place on the coordinate list ``xs``: where
     bit ``i`` is set (``set_mask`` all ones) invert the ``low`` bits of ``xs[0]``, else exchange
     the ``low`` bits of ``xs[0]`` and ``xs[i]``. Its own inverse."""
-    _curves._invert_or_swap(xs, i, set_mask, low)
+    _curves_bits._invert_or_swap(xs, i, set_mask, low)

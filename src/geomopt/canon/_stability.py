@@ -52,6 +52,29 @@ def _order_fn(order: str, bits: int):
     return jax.jit(functools.partial(fn, **kw))
 
 
+def _min_separation(x: np.ndarray) -> np.ndarray:
+    """The smallest distance between two points of each cloud of ``x (n, P, d)``."""
+    p = x.shape[1]
+    diff = x[:, :, None, :] - x[:, None, :, :]
+    return np.sqrt((diff * diff).sum(-1) + np.where(np.eye(p, dtype=bool), np.inf, 0.0)).min((1, 2))
+
+
+def _row(order: str, d: int, eps: float, ch, disp, move, ratio) -> dict:
+    """One row of :func:`stability_probe` from the changed mask ``ch`` and the per-changed-cloud
+    displacements, largest moves and ratios (NaN where there are none)."""
+    nan = float("nan")
+    return {
+        "order": order,
+        "d": d,
+        "eps": eps,
+        "changed": float(ch.mean()),
+        "n_changed": int(ch.sum()),
+        "disp": float(np.mean(disp)) if disp else nan,
+        "max_move": float(np.mean(move)) if move else nan,
+        "ratio": float(np.mean(ratio)) if ratio else nan,
+    }
+
+
 def stability_probe(
     clouds: np.ndarray,
     orders,
@@ -93,9 +116,7 @@ def stability_probe(
     flat = pert.reshape(-1, p, d).astype(np.float32)
     base32 = x.astype(np.float32)
     w_cache: dict[int, float] = {}
-    diff = x[:, :, None, :] - x[:, None, :, :]
-    sep = np.sqrt((diff * diff).sum(-1) + np.where(np.eye(p, dtype=bool), np.inf, 0.0)).min((1, 2))
-    del diff
+    sep = _min_separation(x)
     rows = []
     for order in orders:
         fn = _order_fn(order, bits)
@@ -119,19 +140,7 @@ def stability_probe(
                         eps if sep[c] >= 2 * eps else assignment_distance(x[c], pert[j, a, c])
                     )
                 ratio.append(dist.mean() / max(w_cache[key], 1e-300))
-            nan = float("nan")
-            rows.append(
-                {
-                    "order": order,
-                    "d": d,
-                    "eps": eps,
-                    "changed": float(ch.mean()),
-                    "n_changed": int(ch.sum()),
-                    "disp": float(np.mean(disp)) if disp else nan,
-                    "max_move": float(np.mean(move)) if move else nan,
-                    "ratio": float(np.mean(ratio)) if ratio else nan,
-                }
-            )
+            rows.append(_row(order, d, eps, ch, disp, move, ratio))
     return rows
 
 

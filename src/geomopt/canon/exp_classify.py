@@ -20,15 +20,19 @@ scarcest fraction, and the slope of test accuracy at the scarcest fraction. The 
 states the smallest contrast the design detects with 80 % power (from the observed spread).
 
 Module-level imports are light (no JAX): the numerics are imported inside :func:`run`/:func:`plot`.
+The headline and table are :mod:`geomopt.canon._exp_classify_report`, the figure
+:mod:`geomopt.canon._exp_classify_plot`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Literal
 
 from geomopt.canon._checks import check_train
+from geomopt.canon._exp_classify_plot import draw_sweep as draw_sweep
+from geomopt.canon._exp_classify_plot import plot
+from geomopt.canon._exp_classify_report import contrast_table, summarise
 from geomopt.canon._model_config import MODEL_KINDS, ModelConfig, TrainConfig
 from geomopt.checks import (
     check_ints,
@@ -37,7 +41,7 @@ from geomopt.checks import (
     check_one_of,
     check_tuples,
 )
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,293 +258,6 @@ def nan_reason(key: str, cfg: ClassifyConfig) -> str:
     if "/ci_" in key or "mde" in key:
         return f"n_data_seeds={cfg.n_data_seeds}: an interval needs at least 2 data seeds"
     return "no finite value for this setting"
-
-
-CONTRAST = ("lex", "hilbert")
-"""The pre-stated contrast: lex minus Hilbert."""
-
-
-def per_data_seed(rows, kind, d, stride, key) -> dict[int, float]:
-    """Per data seed: ``key`` averaged over the model seeds of the (kind, d, stride) row."""
-    return {
-        r.get("data_seed", 0): float(r[key + "_mean"])
-        for r in rows
-        if r["kind"] == kind and r["d"] == d and r["stride"] == stride
-    }
-
-
-def slopes_per_data_seed(rows, kind, dims, stride, key) -> dict[int, float]:
-    """Per data seed: the least-squares slope in d of ``key`` (model-seed mean) at ``stride``."""
-    from geomopt.stats import ols_slope
-
-    by_d = [per_data_seed(rows, kind, d, stride, key) for d in dims]
-    common = sorted(set.intersection(*(set(b) for b in by_d)))
-    return {s: ols_slope(list(dims), [b[s] for b in by_d]) for s in common}
-
-
-def _ci_keys(out: dict, name: str, values) -> None:
-    """``name`` = mean over replications, ``name/ci_lo`` / ``name/ci_hi`` its 95 % t-interval."""
-    from geomopt.stats import mean_ci
-
-    vals = [v for v in values if v == v]
-    if not vals:
-        out[name] = out[name + "/ci_lo"] = out[name + "/ci_hi"] = float("nan")
-        return
-    out[name], out[name + "/ci_lo"], out[name + "/ci_hi"] = mean_ci(vals)
-
-
-def _difference(a: dict, b: dict) -> list[float]:
-    return [a[s] - b[s] for s in sorted(set(a) & set(b))]
-
-
-def summarise(rows, kinds, dims, scarce: int) -> dict[str, float]:
-    """The headline: per kind and d, accuracy and gap averaged over data seeds; per kind, the gap
-    slope in d with its interval over data seeds; the lex-minus-Hilbert contrasts."""
-    import numpy as np
-
-    from geomopt.stats import min_detectable_effect
-
-    out: dict[str, float] = {}
-    for kind in kinds:
-        for d in dims:
-            for name, stride, key in (
-                ("acc", 1, "test_acc"), ("gap", 1, "gap"), ("train_acc", 1, "train_acc"),
-                ("gap_scarce", scarce, "gap"), ("acc_scarce", scarce, "test_acc"),
-            ):  # fmt: skip
-                if name.endswith("scarce") and scarce == 1:
-                    continue
-                v = per_data_seed(rows, kind, d, stride, key)
-                out[f"{name}/{kind}/d{d}"] = float(np.mean(list(v.values()))) if v else np.nan
-        if len(dims) > 1:
-            slopes = slopes_per_data_seed(rows, kind, dims, 1, "gap").values()
-            _ci_keys(out, f"gap_slope/{kind}", slopes)
-    fits = [(t, c) for r in rows for t, c in zip(r["train_acc"], r["loss_change"], strict=True)]
-    if fits:
-        t, c = np.asarray(fits, float).T
-        out["fits/share_train_acc_ge_0.95"] = float((t >= 0.95).mean())
-        out["fits/min_train_acc"] = float(t.min())
-        below = c[t < 0.95]
-        out["fits/max_loss_change_below_0.95"] = float(np.max(np.abs(below))) if below.size else 0.0
-    lex, hil = CONTRAST
-    if not (lex in kinds and hil in kinds):
-        return out
-    out["contrast/n_data_seeds"] = float(len({r.get("data_seed", 0) for r in rows}))
-    out["contrast/n_model_seeds"] = float(len(rows[0]["gap"]))
-    if len(dims) > 1:
-        name = "contrast/gap_slope/lex_minus_hilbert"
-        diff = _difference(*(slopes_per_data_seed(rows, k, dims, 1, "gap") for k in CONTRAST))
-        _ci_keys(out, name, diff)
-        sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else np.nan
-        out[name + "/mde80"] = min_detectable_effect(sd, len(diff))
-    if scarce > 1 and len(dims) > 1:
-        for key, label in (("gap", "gap_slope_scarce"), ("test_acc", "acc_slope_scarce")):
-            diff = _difference(
-                *(slopes_per_data_seed(rows, k, dims, scarce, key) for k in CONTRAST)
-            )
-            _ci_keys(out, f"contrast/{label}/lex_minus_hilbert", diff)
-    for d in dims:
-        for key, label, stride in (("gap", "gap", 1), ("test_acc", "acc_scarce", scarce)):
-            if label == "acc_scarce" and scarce == 1:
-                continue
-            diff = _difference(*(per_data_seed(rows, k, d, stride, key) for k in CONTRAST))
-            _ci_keys(out, f"contrast/{label}/lex_minus_hilbert/d{d}", diff)
-    return out
-
-
-def _fmt(out: dict, name: str, digits: int = 3) -> str:
-    m, lo, hi = (out.get(name + sfx, float("nan")) for sfx in ("", "/ci_lo", "/ci_hi"))
-    if lo != lo:
-        return f"{m:+.{digits}f}"
-    return f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
-def contrast_table(rows, kinds, dims, scarce: int, out: dict) -> str:
-    """Markdown: per kind and d the accuracies and gaps (means over data seeds), then the
-    contrasts with their 95 % intervals over data seeds."""
-    lines = [
-        "| model | d | train acc. | test acc. | gap | gap at 1/" + str(scarce)
-        + " | test acc. at 1/" + str(scarce) + " |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]  # fmt: skip
-    for kind in kinds:
-        for d in dims:
-            vals = [out.get(f"{n}/{kind}/d{d}", float("nan"))
-                    for n in ("train_acc", "acc", "gap", "gap_scarce", "acc_scarce")]  # fmt: skip
-            lines.append(f"| {kind} | {d} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
-    lines += ["", "| quantity (lex minus Hilbert, 95 % CI over data seeds) | value |", "|---|---:|"]
-    for label in ("gap_slope", "gap_slope_scarce", "acc_slope_scarce"):
-        key = f"contrast/{label}/lex_minus_hilbert"
-        if key in out:
-            lines.append(f"| {key.split('/')[1]} (per unit d) | {_fmt(out, key, 4)} |")
-    for d in dims:
-        for lab in ("gap", "acc_scarce"):
-            key = f"contrast/{lab}/lex_minus_hilbert/d{d}"
-            if key in out:
-                lines.append(f"| {lab}, d = {d} | {_fmt(out, key)} |")
-    if "contrast/gap_slope/lex_minus_hilbert/mde80" in out:
-        lines.append(
-            f"| smallest gap-slope contrast detected with 80 % power | "
-            f"{out['contrast/gap_slope/lex_minus_hilbert/mde80']:.4f} |"
-        )
-    if "contrast/n_data_seeds" in out:
-        lines.append(
-            f"| data seeds x model seeds | {int(out['contrast/n_data_seeds'])} x "
-            f"{int(out['contrast/n_model_seeds'])} |"
-        )
-    for kind in kinds if len(dims) > 1 else ():
-        lines.append(f"| gap slope of {kind} (per unit d) | {_fmt(out, f'gap_slope/{kind}', 4)} |")
-    return "\n".join(lines)
-
-
-LABELS = {
-    "lex": "lex MLP",
-    "hilbert": "Hilbert MLP",
-    "morton": "Morton MLP",
-    "unsorted": "unsorted MLP",
-    "perm_sample_avg": "MLP averaged over K random permutations",
-    "deepsets": "DeepSets",
-    "transformer_lex": "transformer, lex",
-    "transformer_hilbert": "transformer, Hilbert",
-    "transformer_morton": "transformer, Morton",
-    "transformer_random": "transformer, random",
-}
-STYLES = {
-    "morton": ("#8c564b", "-"),
-    "unsorted": ("#7f7f7f", "-"),
-    "perm_sample_avg": ("#9467bd", "-"),
-    "deepsets": ("#2ca02c", "--"),
-    "transformer_lex": ("#1f77b4", ":"),
-    "transformer_hilbert": ("#d62728", ":"),
-    "transformer_morton": ("#17becf", ":"),
-    "transformer_random": ("#7f7f7f", ":"),
-}
-
-
-def style(kind: str) -> dict:
-    from geomopt import plotting
-
-    c, ls = STYLES.get(kind, (plotting.color(kind), "-"))
-    return dict(color=c, linestyle=ls, marker="o", ms=3, capsize=2, label=LABELS.get(kind, kind))
-
-
-def fraction_label(f: float) -> str:
-    return "1" if f == 1 else f"1/{round(1 / f)}"
-
-
-def aggregate(rows) -> list[dict]:
-    """Rows averaged over data seeds: per (kind, d, stride) the mean over data seeds of each
-    data set's model-seed mean, with ``*_std`` the spread over data seeds (over model seeds when
-    there is one data set)."""
-    import numpy as np
-
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["kind"], r["d"], r["stride"]), []).append(r)
-    out = []
-    for (kind, d, stride), rs in groups.items():
-        row = dict(kind=kind, d=d, stride=stride, fraction=1.0 / stride)
-        for m in ("test_acc", "gap", "train_acc"):
-            if len(rs) == 1:
-                row[m + "_mean"], row[m + "_std"] = rs[0][m + "_mean"], rs[0][m + "_std"]
-            else:
-                v = np.array([r[m + "_mean"] for r in rs])
-                row[m + "_mean"], row[m + "_std"] = float(v.mean()), float(v.std(ddof=1))
-        out.append(row)
-    return out
-
-
-def draw_sweep(rows, kinds, x_key, axes, *, xs_ticks=None, log2=False) -> None:
-    """Test accuracy (``axes[0]``) and gap (``axes[1]``) vs ``x_key``, mean +- std."""
-    for kind in kinds:
-        rs = sorted((r for r in rows if r["kind"] == kind), key=lambda r: r[x_key])
-        if not rs:
-            continue
-        xs = [r[x_key] for r in rs]
-        for ax, m in zip(axes, ("test_acc", "gap"), strict=True):
-            ax.errorbar(
-                xs, [r[m + "_mean"] for r in rs], yerr=[r[m + "_std"] for r in rs], **style(kind)
-            )
-    for ax, lab in zip(axes, ("test accuracy", "gap (train - test accuracy)"), strict=True):
-        ax.set_ylabel(lab)
-        if log2:
-            ax.set_xscale("log", base=2)
-        if xs_ticks is not None:
-            ax.set_xticks(xs_ticks)
-            ax.set_xticklabels(
-                [fraction_label(t) if log2 else str(t) for t in xs_ticks], minor=False
-            )
-            ax.minorticks_off()
-
-
-def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``classify.png``: accuracy and gap vs d (full data) and vs training fraction (largest d),
-    means over data seeds with their spread; the contrast per data seed."""
-    import numpy as np
-
-    from geomopt import plotting
-    from geomopt.experiment import read_run
-
-    rec = read_run(run_dir)
-    cfg = rec.config_values
-    rows = aggregate(rec.metrics)
-    kinds = [k for k in cfg["kinds"] if any(r["kind"] == k for r in rows)]
-    dims = sorted({r["d"] for r in rows})
-    fig, axes = plotting.figure(3, 2, width=4.0, height=2.8)
-    full = [r for r in rows if r["stride"] == 1]
-    draw_sweep(full, kinds, "d", axes[:, 0], xs_ticks=dims)
-    axes[1, 0].set_xlabel("point dimension d (full training set)")
-    dmax = max(dims)
-    at = [r for r in rows if r["d"] == dmax]
-    fracs = sorted({r["fraction"] for r in at})
-    draw_sweep(at, kinds, "fraction", axes[:, 1], xs_ticks=fracs, log2=True)
-    axes[1, 1].set_xlabel(f"training fraction (d = {dmax})")
-    head = rec.headline
-    # right column: per data seed, the lex - Hilbert gap difference vs d, and the slopes
-    ax, bx = axes[0, 2], axes[1, 2]
-    if all(k in kinds for k in CONTRAST) and len(dims) > 1:
-        lex = {d: per_data_seed(rec.metrics, "lex", d, 1, "gap") for d in dims}
-        hil = {d: per_data_seed(rec.metrics, "hilbert", d, 1, "gap") for d in dims}
-        seeds = sorted(set.intersection(*(set(lex[d]) & set(hil[d]) for d in dims)))
-        for s in seeds:
-            ax.plot(dims, [lex[d][s] - hil[d][s] for d in dims], "o-", ms=3, lw=1, alpha=0.7,
-                    label=f"data seed {s}")  # fmt: skip
-        ax.axhline(0, color="k", lw=0.6)
-        ax.set_xticks(dims)
-        ax.set_xlabel("d")
-        ax.set_ylabel("gap of lex - gap of Hilbert")
-        ax.legend(fontsize=6)
-        name = "contrast/gap_slope/lex_minus_hilbert"
-        m, lo, hi = (float(head.get(name + x, np.nan)) for x in ("", "/ci_lo", "/ci_hi"))
-        per = [float(v) for v in slopes_per_data_seed(rec.metrics, "lex", dims, 1, "gap").values()]
-        per_h = slopes_per_data_seed(rec.metrics, "hilbert", dims, 1, "gap")
-        diffs = [a - b for a, b in zip(per, per_h.values(), strict=True)]
-        bx.plot(np.zeros(len(diffs)), diffs, "o", color="0.4", ms=4, label="per data seed")
-        bx.errorbar([0.3], [m], yerr=[[m - lo], [hi - m]], fmt="s", color="k", capsize=3,
-                    label="mean, 95 % CI")  # fmt: skip
-        bx.axhline(0, color="k", lw=0.6)
-        bx.set_xlim(-0.5, 0.8)
-        bx.set_xticks([])
-        bx.set_ylabel("gap slope: lex - Hilbert (per unit d)")
-        bx.legend(fontsize=6)
-    else:
-        ax.set_axis_off()
-        bx.set_axis_off()
-    base = cfg.get("base_dim", 0)
-    task = cfg.get("task", "shapes")
-    what = (
-        "sklearn digits as 2-D point clouds" if task == "digits"
-        else f"{cfg['n_classes']} classes of k = {cfg['k']} shape families (deform "
-        f"{cfg['deform']:g}" + (f", drawn in R^{base} and rotated into R^d" if base else "") + ")"
-    )  # fmt: skip
-    fig.suptitle(
-        f"{what}, {cfg['n_points']} points, {cfg['n_train']} training clouds at fraction 1; "
-        f"{cfg.get('n_data_seeds', 1)} data sets x {cfg['n_seeds']} model seeds"
-    )
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    labels = [f"{lab} (gap slope {head['gap_slope/' + k]:+.3f}/d)" if "gap_slope/" + k in head
-              else lab for lab, k in zip(labels, kinds, strict=True)]  # fmt: skip
-    fig.legend(handles, labels, loc="outside lower center", ncols=2)
-    return [plotting.save(fig, figure_path(run_dir, out, "classify"))]
 
 
 _SMOKE_TRAIN = TrainConfig(

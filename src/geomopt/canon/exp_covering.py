@@ -36,35 +36,37 @@ With ``--modelnet-dir DIR`` holding ``ply_data_train*.h5`` / ``ply_data_test*.h5
 (loader and preprocessing: :func:`geomopt.canon._data.load_modelnet_covering`; one split, no
 data seeds).
 
+The headline reduction is :mod:`geomopt.canon._exp_covering_summary`, the figures
+:mod:`geomopt.canon._exp_covering_plot`.
+
     uv run experiments/canon/covering.py [smoke|quick|paper|digits] [--modelnet-dir DIR]
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from pathlib import Path
 from typing import Literal
 
 from geomopt.canon._checks import check_modelnet
+from geomopt.canon._exp_covering_plot import plot
+from geomopt.canon._exp_covering_summary import (
+    KINDS,
+    _digits_headline,
+    _families_headline,
+    _nan_reason,
+)
+from geomopt.canon._exp_covering_summary import mean_ci as mean_ci
 from geomopt.checks import check_ints, check_one_of, check_positive, check_range, check_tuples
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run
 
-KINDS = ("l2", "lex", "hilbert", "wass")
-LABELS = {"l2": "no reordering", "lex": "lex sort", "hilbert": "Hilbert sort", "wass": "Hungarian"}
 MODELNET_DATASETS = ("modelnet40", "modelnet10")
 DATA = ("families", "digits")
-COLORS = {"l2": "#7f7f7f", "lex": "#1f77b4", "hilbert": "#d62728", "wass": "#2ca02c"}
 CLASS_SEED = 1234
 """``class_seed`` of data seed 0 (``deformed_template_clouds``' default); data seed ``s`` uses
 ``CLASS_SEED + s``."""
 DIGITS_IMAGES = 1797
 """Images in ``sklearn.datasets.load_digits`` (a constant, so validation loads nothing)."""
 DIGITS_CLASSES = 10
-ORDER = ("wass", "hilbert", "lex", "l2")
-"""The hierarchy whose frequency over data seeds is reported, smallest proxy first."""
-SLOPE_PAIRS = (("hilbert", "lex"), ("lex", "wass"), ("hilbert", "wass"))
-"""Orders whose slopes are compared seed by seed (``slope_diff/.../a_vs_b`` = slope a - b)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,24 +155,6 @@ def validate(cfg: CoveringConfig) -> None:
                        "modelnet_points", cfg.modelnet_points)  # fmt: skip
 
 
-def mean_ci(values) -> tuple[float, float, float]:
-    """``(mean, lo, hi)`` over data seeds: :func:`geomopt.stats.mean_ci` (95 % Student-t),
-    except that a seed whose value is NaN (no slope or ratio to fit, see ``_nan_reason``) makes
-    all three NaN, so the run still reports and says why."""
-    import numpy as np
-
-    from geomopt.stats import mean_ci as t_interval
-
-    if not np.isfinite(np.asarray(values, float)).all():
-        return float("nan"), float("nan"), float("nan")
-    return t_interval(values)
-
-
-def _put(headline: dict, key: str, values) -> None:
-    m, lo, hi = mean_ci(values)
-    headline.update({key: m, f"{key}/ci_lo": lo, f"{key}/ci_hi": hi})
-
-
 def nearest_by_prefix(test_x, test_y, train_x, train_y, sizes, *, bits: int = 12) -> dict:
     """For each distance kind: ``(len(sizes), n_test)`` distance from every test cloud to the
     nearest same-class cloud among the first ``n`` training clouds, ``n`` in ``sizes``.
@@ -221,11 +205,6 @@ def _measure(run: Run, tag: dict, test, train, sizes, bits) -> dict[str, tuple[f
         ]
     run.log_rows(rows)
     return out
-
-
-def _ordered(proxy: dict[str, float]) -> bool:
-    """Hungarian < Hilbert < lex < no reordering (strictly)."""
-    return all(proxy[a] < proxy[b] for a, b in itertools.pairwise(ORDER))
 
 
 def global_normalize(x):
@@ -297,78 +276,6 @@ def _modelnet(cfg: CoveringConfig):
     return (x_te[keep], y_te[keep]), (x_tr, y_tr)
 
 
-def _families_headline(cfg: CoveringConfig, res: dict) -> dict[str, float]:
-    """Headline from ``res[(seed, d, k)][kind] = (slope, proxy at the largest n)``."""
-    import numpy as np
-
-    seeds, headline = cfg.data_seeds, {}
-
-    def per_seed(d, k, kind, i):
-        return [res[(s, d, k)][kind][i] for s in seeds]
-
-    for d in cfg.dims:
-        for kind in KINDS:
-            _put(headline, f"slope/d{d}/{kind}", per_seed(d, cfg.k, kind, 0))
-        for a, b in SLOPE_PAIRS:
-            diff = np.subtract(per_seed(d, cfg.k, a, 0), per_seed(d, cfg.k, b, 0))
-            _put(headline, f"slope_diff/d{d}/{a}_vs_{b}", diff)
-    ks = sorted({k for _, d, k in res if d == cfg.k_dim})
-    for k in ks:
-        for kind in KINDS:
-            _put(headline, f"slope/k{k}/{kind}", per_seed(cfg.k_dim, k, kind, 0))
-    ratio = {}  # kind -> (n_seeds, n_dims)
-    for kind in ("l2", "lex", "hilbert"):
-        ratio[kind] = np.array(
-            [[res[(s, d, cfg.k)][kind][1] / res[(s, d, cfg.k)]["wass"][1] for d in cfg.dims]
-             for s in seeds]
-        )  # fmt: skip
-        for j, d in enumerate(cfg.dims):
-            _put(headline, f"ratio/d{d}/{kind}", ratio[kind][:, j])
-        if len(cfg.dims) > 1:
-            x = np.asarray(cfg.dims, float)
-            _put(headline, f"growth/{kind}/exp_rate",
-                 [_fit(x, r) for r in ratio[kind]])  # fmt: skip
-            _put(headline, f"growth/{kind}/poly_degree",
-                 [_fit(np.log(x), r) for r in ratio[kind]])  # fmt: skip
-    holds = {(d, k): [_ordered({kind: res[(s, d, k)][kind][1] for kind in KINDS}) for s in seeds]
-             for (_, d, k) in res}  # fmt: skip
-    for d in cfg.dims:
-        headline[f"order/d{d}"] = float(np.mean(holds[(d, cfg.k)]))
-    headline["order/all_d"] = float(np.mean(np.all([holds[(d, cfg.k)] for d in cfg.dims], 0)))
-    for k in ks:
-        headline[f"order/k{k}"] = float(np.mean(holds[(cfg.k_dim, k)]))
-    return headline
-
-
-def _fit(x, ratio) -> float:
-    """Slope of ``log ratio`` vs ``x`` (NaN if a ratio is not finite and positive)."""
-    import numpy as np
-
-    r = np.asarray(ratio, float)
-    if not (np.isfinite(r) & (r > 0)).all():
-        return float("nan")
-    return float(np.polyfit(x, np.log(r), 1)[0])
-
-
-def _digits_headline(cfg: CoveringConfig, res: dict) -> dict[str, float]:
-    """Headline from ``res[seed][kind] = (slope, proxy at the largest n)``."""
-    import numpy as np
-
-    seeds, headline = cfg.data_seeds, {}
-    for kind in KINDS:
-        _put(headline, f"digits/slope/{kind}", [res[s][kind][0] for s in seeds])
-    for a, b in SLOPE_PAIRS:
-        _put(headline, f"digits/slope_diff/{a}_vs_{b}",
-             [res[s][a][0] - res[s][b][0] for s in seeds])  # fmt: skip
-    for kind in ("l2", "lex", "hilbert"):
-        _put(headline, f"digits/ratio/{kind}",
-             [res[s][kind][1] / res[s]["wass"][1] for s in seeds])  # fmt: skip
-    headline["digits/order"] = float(
-        np.mean([_ordered({kind: res[s][kind][1] for kind in KINDS}) for s in seeds])
-    )
-    return headline
-
-
 def run(cfg: CoveringConfig, run: Run) -> dict[str, float]:
     sizes = sorted(cfg.n_train)
     if cfg.data == "digits":
@@ -413,141 +320,6 @@ def run(cfg: CoveringConfig, run: Run) -> dict[str, float]:
         if v != v:
             run.explain_nan(key, _nan_reason(key, sizes))
     return headline
-
-
-def _nan_reason(key: str, sizes) -> str:
-    """Why headline ``key`` came out NaN."""
-    if len(sizes) < 2 and "slope" in key:
-        return f"one training-set size (n_train={sizes}): no slope to fit"
-    if "slope" in key:
-        return (
-            "in some data seed fewer than two training-set sizes with a finite positive proxy: "
-            "no slope to fit"
-        )
-    return (
-        "in some data seed the Hungarian proxy is 0 or not finite (no same-class training "
-        "cloud): no ratio"
-    )
-
-
-def _errorbar(ax, x, head: dict, key: str, *, offset: float = 0.0, **kw) -> None:
-    """Mean and 95 % interval of headline ``key`` (``{}`` filled with each x), drawn at
-    ``x + offset`` (so the orders' bars do not hide each other)."""
-    import numpy as np
-
-    m, lo, hi = (np.array([float(head.get(key.format(v) + suffix, "nan")) for v in x])
-                 for suffix in ("", "/ci_lo", "/ci_hi"))  # fmt: skip
-    ax.errorbar(np.asarray(x, float) + offset, m, yerr=np.stack([m - lo, hi - m]), fmt="o-",
-                capsize=2, ms=3, **kw)  # fmt: skip
-
-
-def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``covering.png``: NN distance vs training clouds per d and per k, and proxy / Hungarian
-    vs d (mean and 95 % t-interval over data seeds); for a digits run the proxies and their
-    ratios vs n; ``covering_modelnet.png`` when the run measured ModelNet."""
-
-    from geomopt import plotting
-    from geomopt.experiment import read_run
-
-    record = read_run(run_dir)
-    cfg = record.config_values
-    head = record.headline
-    n_seeds = cfg.get("n_data_seeds", 1)
-    if cfg.get("data", "families") == "digits":
-        figures = [_plot_digits(record, figure_path(run_dir, out, "covering"))]
-    else:
-        rows = [r for r in record.metrics if r.get("data") == "synthetic"]
-        fig, axes = plotting.figure(3, 1, width=3.5, height=2.9)
-        a, b, c = axes.flat
-        sizes = sorted({r["n_train"] for r in rows})
-        shift = {kind: 0.06 * (i - 1.5) for i, kind in enumerate(KINDS)}
-        # (a) slopes vs d at fixed k
-        for kind in KINDS:
-            _errorbar(a, cfg["dims"], head, f"slope/d{{}}/{kind}", offset=shift[kind],
-                      color=COLORS[kind], label=LABELS[kind])  # fmt: skip
-        a.axhline(-1 / cfg["k"], color="k", ls="--", lw=1, label=f"-1/k (k = {cfg['k']})")
-        a.set_xticks(cfg["dims"])
-        a.set_xlabel("point dimension d")
-        a.set_ylabel("slope of NN distance vs n (log-log)")
-        a.set_title(f"intrinsic dim. k = {cfg['k']}; {n_seeds} data seeds, 95 % CI")
-        # (b) slopes vs k at fixed d
-        ks = sorted(int(key.split("/")[1][1:]) for key in head
-                    if key.startswith("slope/k") and key.endswith("/wass"))  # fmt: skip
-        for kind in KINDS:
-            _errorbar(b, ks, head, f"slope/k{{}}/{kind}", offset=shift[kind],
-                      color=COLORS[kind], label=LABELS[kind])  # fmt: skip
-        b.plot(ks, [-1 / k for k in ks], "k--", lw=1, label="-1/k")
-        b.set_xticks(ks)
-        b.set_xlabel("intrinsic dimension k")
-        b.set_title(f"d = {cfg['k_dim']}")
-        # (c) ratio to Hungarian at the largest n vs d
-        for kind in ("l2", "lex", "hilbert"):
-            _errorbar(c, cfg["dims"], head, f"ratio/d{{}}/{kind}", offset=shift[kind],
-                      color=COLORS[kind], label=LABELS[kind])  # fmt: skip
-        c.set_yscale("log")
-        c.set_xticks(cfg["dims"])
-        c.set_xlabel("point dimension d")
-        c.set_ylabel(f"proxy / Hungarian at n = {max(sizes)}")
-        handles, labels = a.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
-        figures = [plotting.save(fig, figure_path(run_dir, out, "covering"))]
-    mn = [r for r in record.metrics if r.get("data") == "modelnet"]
-    if mn:
-        fig, ax = plotting.figure(1, 1, width=4.0, height=3.0)
-        for kind in KINDS:
-            sel = [r for r in mn if r["kind"] == kind]
-            ax.plot([r["n_train"] for r in sel], [float(r["proxy"]) for r in sel], "o-",
-                    color=COLORS[kind], label=LABELS[kind])  # fmt: skip
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(sorted({r["n_train"] for r in mn}))
-        ax.set_xticklabels([str(n) for n in sorted({r["n_train"] for r in mn})])
-        ax.set_xlabel("training clouds")
-        ax.set_ylabel("covering proxy (mean NN distance)")
-        ax.set_title(f"ModelNet, {cfg['modelnet_points']} points")
-        ax.legend(loc="best")
-        figures.append(plotting.save(fig, figure_path(run_dir, out, "covering_modelnet")))
-    return figures
-
-
-def _plot_digits(record, path: Path) -> Path:
-    """Proxy vs n and proxy / Hungarian vs n on the digits, mean and 95 % t-interval over
-    data seeds (computed from the logged rows)."""
-    import numpy as np
-
-    from geomopt import plotting
-
-    rows = [r for r in record.metrics if r.get("data") == "digits"]
-    cfg = record.config_values
-    sizes = sorted({r["n_train"] for r in rows})
-    seeds = sorted({r["data_seed"] for r in rows})
-    proxy = {(r["data_seed"], r["kind"], r["n_train"]): float(r["proxy"]) for r in rows}
-    fig, axes = plotting.figure(2, 1, width=3.6, height=2.9)
-    a, b = axes.flat
-    for kind in KINDS:
-        p = np.array([[proxy[(s, kind, n)] for n in sizes] for s in seeds])
-        m, lo, hi = np.array([mean_ci(col) for col in p.T]).T
-        a.plot(sizes, m, "o-", ms=3, color=COLORS[kind], label=LABELS[kind])
-        plotting.band(a, sizes, lo, hi, label_color=COLORS[kind])
-        if kind == "wass":
-            continue
-        r = p / np.array([[proxy[(s, "wass", n)] for n in sizes] for s in seeds])
-        m, lo, hi = np.array([mean_ci(col) for col in r.T]).T
-        b.plot(sizes, m, "o-", ms=3, color=COLORS[kind], label=LABELS[kind])
-        plotting.band(b, sizes, lo, hi, label_color=COLORS[kind])
-    for ax in (a, b):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sizes)
-        ax.set_xticklabels([str(n) for n in sizes])
-        ax.set_xlabel("training clouds n")
-    a.set_yscale("log")
-    a.set_ylabel("covering proxy (mean NN distance)")
-    a.set_title(f"8x8 digits, {cfg['n_points']} points; {len(seeds)} data seeds, 95 % CI")
-    b.set_yscale("log")
-    b.set_ylabel("proxy / Hungarian")
-    handles, labels = a.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
-    return plotting.save(fig, path)
 
 
 EXPERIMENT = Experiment(
