@@ -283,6 +283,75 @@ def _same_config(saved: dict, cfg: ScoreConfig) -> bool:
     return saved == json.loads(json.dumps(to_jsonable(cfg)))
 
 
+def _score_config(manifold: str, config: ScoreConfig | str) -> ScoreConfig:
+    """``config`` (or the preset it names) for ``manifold``, both checked."""
+    if manifold not in MANIFOLDS:
+        raise ValueError(f"unknown manifold {manifold!r}; expected one of {sorted(MANIFOLDS)}")
+    if isinstance(config, str):
+        if config not in SCORE_PRESETS:
+            raise ValueError(f"unknown preset {config!r}; expected one of {sorted(SCORE_PRESETS)}")
+        config = SCORE_PRESETS[config][1]
+    return dataclasses.replace(config, manifold=manifold)
+
+
+def _load_trained(folder: Path, cfg: ScoreConfig) -> tuple[EDMDenoiser, dict]:
+    """The denoiser saved in ``folder`` and its summary, if it was trained with ``cfg``."""
+    record = folder / TRAIN_SUMMARY
+    try:
+        saved = json.loads(record.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{record}: corrupt JSON ({e}); delete the folder to retrain") from e
+    if not _same_config(saved.get("config"), cfg):
+        raise ValueError(
+            f"{folder} holds a denoiser trained with other settings; use another folder "
+            "or retrain=True"
+        )
+    return load_denoiser(folder), {**saved["summary"], "loaded": True}
+
+
+def _train_and_sample(cfg: ScoreConfig, progress, log) -> tuple[EDMDenoiser, list, Array, dict]:
+    """Train on ``cfg``'s data and sample the PF-ODE: the model, the chunk losses, the samples
+    and the summary (see :func:`train_for_manifold`)."""
+    m = get_manifold(cfg.manifold)
+    key = jax.random.key(cfg.seed)
+    k_data, k_train, k_sample = jax.random.split(key, 3)
+    data = m.sample(k_data, cfg.n_data)
+    chunks: list[tuple[int, float]] = []
+
+    def _log(step, loss):
+        chunks.append((step, loss))
+        if log is not None:
+            log(step, loss)
+
+    t0 = time.perf_counter()
+    model, losses = train_denoiser(
+        data,
+        key=k_train,
+        model_config=cfg.model,
+        train_config=cfg.train,
+        progress=progress,
+        log=_log,
+    )
+    train_seconds = time.perf_counter() - t0
+    samples, info = sample_pf_ode(
+        model, k_sample, cfg.n_samples, m.ambient_dim, num_steps=cfg.sample_steps
+    )
+    distance = jax.jit(jax.vmap(m.distance))
+    dists = np.asarray(distance(samples))
+    n_ref = min(cfg.n_samples, cfg.n_data)
+    summary = {
+        "manifold": cfg.manifold,
+        "final_loss": float(np.mean(losses[-min(100, len(losses)) :])),
+        "initial_loss": float(np.mean(losses[: min(100, len(losses))])),
+        "sample_mean_distance": float(np.mean(dists)),
+        "sample_median_distance": float(np.median(dists)),
+        "data_mean_distance": float(np.mean(np.asarray(distance(data[:n_ref])))),
+        "sampler_steps": info["num_steps"],
+        "train_seconds": train_seconds,
+    }
+    return model, chunks, samples, summary
+
+
 def train_for_manifold(
     manifold: str,
     config: ScoreConfig | str,
@@ -314,67 +383,15 @@ def train_for_manifold(
     (``data_mean_distance``, the floor set by the data noise), ``train_seconds`` and ``loaded``
     (True when nothing was trained).
     """
-    if manifold not in MANIFOLDS:
-        raise ValueError(f"unknown manifold {manifold!r}; expected one of {sorted(MANIFOLDS)}")
-    if isinstance(config, str):
-        if config not in SCORE_PRESETS:
-            raise ValueError(f"unknown preset {config!r}; expected one of {sorted(SCORE_PRESETS)}")
-        config = SCORE_PRESETS[config][1]
-    cfg = dataclasses.replace(config, manifold=manifold)
+    cfg = _score_config(manifold, config)
     folder = Path(folder)
-    record = folder / TRAIN_SUMMARY
-    if record.exists() and (folder / MODEL_FILE).exists() and not retrain:
-        try:
-            saved = json.loads(record.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{record}: corrupt JSON ({e}); delete the folder to retrain") from e
-        if not _same_config(saved.get("config"), cfg):
-            raise ValueError(
-                f"{folder} holds a denoiser trained with other settings; use another folder "
-                "or retrain=True"
-            )
-        return load_denoiser(folder), {**saved["summary"], "loaded": True}
+    if (folder / TRAIN_SUMMARY).exists() and (folder / MODEL_FILE).exists() and not retrain:
+        return _load_trained(folder, cfg)
     folder.mkdir(parents=True, exist_ok=True)
-    m = get_manifold(manifold)
-    key = jax.random.key(cfg.seed)
-    k_data, k_train, k_sample = jax.random.split(key, 3)
-    data = m.sample(k_data, cfg.n_data)
-    chunks: list[tuple[int, float]] = []
-
-    def _log(step, loss):
-        chunks.append((step, loss))
-        if log is not None:
-            log(step, loss)
-
-    t0 = time.perf_counter()
-    model, losses = train_denoiser(
-        data,
-        key=k_train,
-        model_config=cfg.model,
-        train_config=cfg.train,
-        progress=progress,
-        log=_log,
-    )
-    train_seconds = time.perf_counter() - t0
-    samples, info = sample_pf_ode(
-        model, k_sample, cfg.n_samples, m.ambient_dim, num_steps=cfg.sample_steps
-    )
-    distance = jax.jit(jax.vmap(m.distance))
-    dists = np.asarray(distance(samples))
-    n_ref = min(cfg.n_samples, cfg.n_data)
-    summary = {
-        "manifold": manifold,
-        "final_loss": float(np.mean(losses[-min(100, len(losses)) :])),
-        "initial_loss": float(np.mean(losses[: min(100, len(losses))])),
-        "sample_mean_distance": float(np.mean(dists)),
-        "sample_median_distance": float(np.median(dists)),
-        "data_mean_distance": float(np.mean(np.asarray(distance(data[:n_ref])))),
-        "sampler_steps": info["num_steps"],
-        "train_seconds": train_seconds,
-    }
+    model, chunks, samples, summary = _train_and_sample(cfg, progress, log)
     save_denoiser(folder, model, cfg.model)
     buf = io.BytesIO()
     np.save(buf, np.asarray(samples))
     atomic_write_bytes(folder / SAMPLES_FILE, buf.getvalue())
-    atomic_write_json(record, {"config": cfg, "losses": chunks, "summary": summary})
+    atomic_write_json(folder / TRAIN_SUMMARY, {"config": cfg, "losses": chunks, "summary": summary})
     return model, {**summary, "loaded": False}

@@ -11,7 +11,9 @@ F-score, COV), and every decoded shape gets a ground-truth off-family distance: 
 the closest family member (fitted class, parameters and translation) at its surface points,
 divided by the shape's radius (the normalised frame of the metrics). This file only declares
 the comparison (:func:`_study`); :mod:`geomopt.latent._study` runs it over ``n_seeds`` seeds
-(models, pairs and noise each) and reports means with 95 % intervals over seeds.
+(models, pairs and noise each) and reports means with 95 % intervals over seeds. The models of a
+seed are trained (or loaded) by :mod:`geomopt.latent._shapes_models`, the figures drawn by
+:mod:`geomopt.latent._shapes_figures`.
 
     uv run experiments/gfm/shapes.py [smoke|quick|paper] [--field value ...]
 """
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Literal
 
 from geomopt.checks import check_ints, check_names, check_nonnegative, check_one_of, check_positive
-from geomopt.experiment import Experiment, Run, figure_path
+from geomopt.experiment import Experiment, Run
+from geomopt.latent._shapes_figures import LABELS, plot  # noqa: F401 (LABELS: re-exported)
+from geomopt.latent._shapes_models import _models
 
 ALL_METHODS = ("gfm", "gfm_adam", "jacobian", "stein", "rbf", "land", "linear", "slerp")
 
@@ -154,83 +157,6 @@ def validate(cfg: ShapesConfig) -> None:
             f"rbf_centers={cfg.rbf_centers!r}: expected at most n_shapes={cfg.n_shapes} "
             "(k-means on the training latents)"
         )
-
-
-def _model_key(cfg: ShapesConfig, seed: int) -> dict:
-    """What the cached models of ``seed`` depend on: the data and training fields, and the
-    decoder's output init (models cached before it changed decoded nothing on some seeds and
-    must not be reused)."""
-    from geomopt.shapes import OUTPUT_INIT_SCALE
-
-    keys = ("n_shapes", "mesh_res", "n_cloud", "n_query", "latent_dim", "ae_width", "ae_steps",
-            "ae_batch", "edm_width", "edm_steps")  # fmt: skip
-    return {**{k: getattr(cfg, k) for k in keys}, "seed": seed,
-            "decoder_init_scale": OUTPUT_INIT_SCALE}  # fmt: skip
-
-
-def _models(cfg: ShapesConfig, run: Run, seed: int):
-    """Autoencoder, latent EDM and latent statistics of ``seed``: trained, or loaded from the
-    cache."""
-    import jax
-    import numpy as np
-
-    from geomopt.diffusion import DenoiserConfig, EDMDenoiser
-    from geomopt.shapes import (
-        AEConfig,
-        EDMTrainConfig,
-        ShapeAutoencoder,
-        encode,
-        load_model,
-        random_shapes,
-        save_model,
-        shape_training_data,
-        train_autoencoder,
-        train_latent_edm,
-    )
-
-    ae_cfg = AEConfig(latent_dim=cfg.latent_dim, width=cfg.ae_width, steps=cfg.ae_steps,
-                      batch_shapes=cfg.ae_batch, batch_queries=128,
-                      log_every=max(1, min(250, cfg.ae_steps)))  # fmt: skip
-    edm_cfg = EDMTrainConfig(width=cfg.edm_width, steps=cfg.edm_steps,
-                             log_every=max(1, min(500, cfg.edm_steps)))  # fmt: skip
-    cache = run.cache_dir("shape_models", _model_key(cfg, seed))
-    k_ae, k_edm = jax.random.split(jax.random.key(seed))
-    ae_skel = ShapeAutoencoder(ae_cfg, key=k_ae)
-    edm_skel = EDMDenoiser(cfg.latent_dim, DenoiserConfig(cfg.edm_width, 4, 64), key=k_edm)
-    stats_file = cache / "latents.npz"
-    if (
-        (cache / "ae" / "model.eqx").exists()
-        and (cache / "edm" / "model.eqx").exists()
-        and (stats_file.exists())
-    ):
-        run.print(f"models loaded from {cache}")
-        with np.load(stats_file) as f:
-            lat = dict(f)
-        return load_model(cache / "ae", ae_skel), load_model(cache / "edm", edm_skel), lat
-    shapes = random_shapes(cfg.n_shapes, seed)
-    data = shape_training_data(shapes, n_cloud=cfg.n_cloud, n_query=cfg.n_query,
-                               mesh_res=cfg.mesh_res, seed=seed)  # fmt: skip
-    bar = run.progress(total=cfg.ae_steps, desc=f"seed {seed}: autoencoder", unit="step")
-    ae, ae_losses = train_autoencoder(
-        data, ae_cfg, key=k_ae, on_chunk=lambda n, loss: bar.update(n, loss=loss)
-    )
-    bar.close()
-    z = encode(ae, data["clouds"])
-    mean, std = z.mean(0), z.std(0) + 1e-6
-    u = (z - mean) / std
-    bar = run.progress(total=cfg.edm_steps, desc=f"seed {seed}: latent EDM", unit="step")
-    edm, edm_losses = train_latent_edm(
-        u, edm_cfg, key=k_edm, on_chunk=lambda n, loss: bar.update(n, loss=loss)
-    )
-    bar.close()
-    lat = {"mean": mean, "std": std, "u": u, "clouds": data["clouds"],
-           "ae_loss": ae_losses, "edm_loss": edm_losses}  # fmt: skip
-    save_model(cache / "ae", ae, {"config": dataclasses.asdict(ae_cfg)})
-    save_model(cache / "edm", edm, {"config": dataclasses.asdict(edm_cfg)})
-    buf_path = stats_file.with_suffix(".tmp.npz")
-    np.savez(buf_path, **lat)
-    buf_path.replace(stats_file)
-    return ae, edm, lat
 
 
 def _nanmean(x) -> float:
@@ -383,70 +309,6 @@ def run(cfg: ShapesConfig, run: Run) -> dict[str, float]:
     headline = run_study(_study(cfg, run), cfg, run)
     apply_quality_bar(headline, cfg.quality_factor, "latent EDM samples' family distance", run)
     return headline
-
-
-LABELS = {"gfm": "GFM (LM)", "gfm_adam": "GFM (Adam)", "jacobian": "Jacobian", "stein": "Stein",
-          "rbf": "RBF", "land": "LAND", "linear": "linear", "slerp": "SLERP"}  # fmt: skip
-
-
-def plot(run_dir: Path, out: Path) -> list[Path]:
-    """``shapes_metrics.png`` (CD, HD, F@0.1, COV, family distance per method and ablation
-    (hatched): means over seeds with their 95 % intervals) and
-    ``shapes_strips.png`` (decoded waypoints of pair 0 per method)."""
-    import numpy as np
-
-    from geomopt import plotting
-    from geomopt.experiment import read_run
-    from geomopt.latent._study import error_bars
-
-    rec = read_run(run_dir)
-    table = rec.details["table"]
-    methods = rec.details["methods"]
-    rows = methods + rec.details.get("ablations", [])  # bars: methods, then ablations
-    keys = ("CD", "HD", "F@0.1", "COV", "family_dist")
-    fig, axes = plotting.figure(len(keys), 1, width=2.3 + 0.15 * max(0, len(rows) - 8),
-                                height=2.8)  # fmt: skip
-    x = np.arange(len(rows))
-    for ax, k in zip(np.asarray(axes).flat, keys, strict=True):
-        vals = [table[m][k] for m in rows]
-        ax.bar(x, vals, yerr=error_bars(rec.headline, rows, k), capsize=2,
-               color=[plotting.color(m.split("@")[0]) for m in rows],
-               hatch=["//" if "@" in m else "" for m in rows])  # fmt: skip
-        if k == "family_dist":
-            for ref, ls in (("reconstruction", "--"), ("endpoints", ":")):
-                ax.axhline(table[ref][k], color="k", ls=ls, lw=0.8, label=ref)
-            top = np.array(vals + [table["reconstruction"][k], table["endpoints"][k]], float)
-            if np.isfinite(top).any():  # room for the legend above the bars
-                ax.set_ylim(0, 1.4 * np.nanmax(top))
-            ax.legend(loc="upper left", fontsize=6, ncols=2)
-        ax.set_xticks(x, [LABELS.get(m, m) for m in rows], rotation=60, fontsize=7)
-        ax.set_title(k + (" (lower better)" if k in ("CD", "HD", "family_dist") else ""),
-                     fontsize=8)  # fmt: skip
-    figures = [plotting.save(fig, figure_path(run_dir, out, "shapes_metrics"))]
-
-    with np.load(Path(run_dir) / "strips.npz") as f:
-        strips = {m: f[m] for m in methods if m in f}
-    k = next(iter(strips.values())).shape[0]
-    fig, ax0 = plotting.figure(1, 1, width=1.1 * k, height=1.1 * len(strips))
-    ax0.remove()
-    for r, (m, clouds) in enumerate(strips.items()):
-        for c in range(k):
-            ax = fig.add_subplot(len(strips), k, r * k + c + 1, projection="3d")
-            pts = clouds[c]
-            if np.isfinite(pts).all():
-                ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], s=0.5, c=pts[:, 2], cmap="viridis")
-            ax.set_xlim(-1, 1), ax.set_ylim(-1, 1), ax.set_zlim(-1, 1)
-            ax.set_xlabel("x", fontsize=4, labelpad=-14)
-            ax.set_ylabel("y", fontsize=4, labelpad=-14)
-            ax.set_zlabel("z", fontsize=4, labelpad=-14)
-            ax.set_xticks([]), ax.set_yticks([]), ax.set_zticks([])
-            if r == 0:
-                ax.set_title(f"step {c}", fontsize=6)
-            if c == 0:
-                ax.text2D(-0.3, 0.5, LABELS.get(m, m), transform=ax.transAxes, fontsize=6,
-                          rotation=90, va="center")  # fmt: skip
-    figures.append(plotting.save(fig, figure_path(run_dir, out, "shapes_strips")))
-    return figures
 
 
 _QUICK = ShapesConfig()

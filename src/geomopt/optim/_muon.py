@@ -257,22 +257,67 @@ def scale_by_muon(
     return optax.GradientTransformation(init_fn, update_fn)
 
 
+def _check_options(
+    learning_rate, weight_decay, normuon, cautious_weight_decay, adam_weight_decay, adam_b1,
+    adam_b2, adam_learning_rate,
+) -> optax.ScalarOrSchedule:  # fmt: skip
+    """Check :func:`muon`'s own options (:func:`scale_by_muon` checks the rest) and return the
+    Adam learning rate (Muon's unless ``adam_learning_rate`` is given)."""
+    check_learning_rate("learning_rate", learning_rate)
+    check_nonnegative("weight_decay", weight_decay)
+    if not isinstance(normuon, bool):
+        raise ValueError(f"normuon={normuon!r}: expected True or False")
+    if not isinstance(cautious_weight_decay, bool):
+        raise ValueError(f"cautious_weight_decay={cautious_weight_decay!r}: expected True or False")
+    check_nonnegative("adam_weight_decay", adam_weight_decay)
+    check_momentum("adam_b1", adam_b1)
+    check_momentum("adam_b2", adam_b2)
+    if adam_learning_rate is None:
+        adam_learning_rate = learning_rate
+    check_learning_rate("adam_learning_rate", adam_learning_rate)
+    return adam_learning_rate
+
+
+def _checked_labels(label_fn: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """``label_fn`` (default :func:`default_labels`), raising on a label not in ``LABELS``."""
+    labels = default_labels if label_fn is None else label_fn
+
+    def checked_labels(params):
+        tree = labels(params)
+        for lab in jax.tree.leaves(tree):
+            if lab not in LABELS:
+                raise ValueError(f"label_fn returned label {lab!r}: expected one of {LABELS}")
+        return tree
+
+    return checked_labels
+
+
+def _muon_chain(
+    orth: optax.GradientTransformation, learning_rate, weight_decay, weight_decay_mask,
+    cautious_weight_decay: bool, normuon: bool, normuon_beta2, neuron_axis,
+) -> optax.GradientTransformation:  # fmt: skip
+    """The Muon leaves' transformation: ``orth`` (:func:`scale_by_muon`), NorMuon's
+    normalisation if ``normuon``, weight decay (cautious or plain), the learning rate."""
+    decay = add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights
+    steps = [
+        orth,
+        decay(weight_decay, weight_decay_mask),
+        optax.scale_by_learning_rate(learning_rate),
+    ]
+    if normuon:  # only then: the state of plain Muon (and its checkpoints) stays as it was
+        steps.insert(1, scale_by_normuon(normuon_beta2, neuron_axis=neuron_axis))
+    return optax.chain(*steps)
+
+
 def muon(
     learning_rate: optax.ScalarOrSchedule = 0.02,
-    momentum: float = 0.95,
-    nesterov: bool = True,
-    ns_steps: int = 5,
-    coeffs: Coeffs = "quintic",
-    method: str = "auto",
-    shape_scaling: str = "fan_ratio",
-    rms_coeff: float = 0.2,
-    weight_decay: float = 0.0,
-    weight_decay_mask: Any = None,
+    momentum: float = 0.95, nesterov: bool = True,
+    ns_steps: int = 5, coeffs: Coeffs = "quintic", method: str = "auto",
+    shape_scaling: str = "fan_ratio", rms_coeff: float = 0.2,
+    weight_decay: float = 0.0, weight_decay_mask: Any = None,
     eps: float = 1e-8,
     adam_learning_rate: optax.ScalarOrSchedule | None = None,
-    adam_b1: float = 0.9,
-    adam_b2: float = 0.999,
-    adam_eps_root: float = 0.0,
+    adam_b1: float = 0.9, adam_b2: float = 0.999, adam_eps_root: float = 0.0,
     adam_weight_decay: float = 0.0,
     label_fn: Callable[[Any], Any] | None = None,
     compute_dtype=None,
@@ -280,12 +325,9 @@ def muon(
     adaptive: bool = False,
     cautious_weight_decay: bool = False,
     blocks: Callable[[Any], Any] | None = None,
-    normuon: bool = False,
-    normuon_beta2: float = 0.95,
-    neuron_axis: int = -1,
-    mesh: Any = None,
-    mesh_axis: str = "data",
-) -> optax.GradientTransformation:
+    normuon: bool = False, normuon_beta2: float = 0.95, neuron_axis: int = -1,
+    mesh: Any = None, mesh_axis: str = "data",
+) -> optax.GradientTransformation:  # fmt: skip
     """Muon for hidden matrices, AdamW for the rest (module doc for the update).
 
     Defaults follow ``optax.contrib.muon`` where the two overlap (quintic Newton-Schulz, 5 steps,
@@ -320,58 +362,22 @@ def muon(
             share the results (:func:`geomopt.optim.orthogonalize_sharded`), instead of every
             device orthogonalising every matrix.
     """
-    check_learning_rate("learning_rate", learning_rate)
-    check_nonnegative("weight_decay", weight_decay)
-    if not isinstance(normuon, bool):
-        raise ValueError(f"normuon={normuon!r}: expected True or False")
-    if not isinstance(cautious_weight_decay, bool):
-        raise ValueError(f"cautious_weight_decay={cautious_weight_decay!r}: expected True or False")
-    check_nonnegative("adam_weight_decay", adam_weight_decay)
-    check_momentum("adam_b1", adam_b1)
-    check_momentum("adam_b2", adam_b2)
-    if adam_learning_rate is None:
-        adam_learning_rate = learning_rate
-    check_learning_rate("adam_learning_rate", adam_learning_rate)
-    labels = default_labels if label_fn is None else label_fn
-
-    def checked_labels(params):
-        tree = labels(params)
-        for lab in jax.tree.leaves(tree):
-            if lab not in LABELS:
-                raise ValueError(f"label_fn returned label {lab!r}: expected one of {LABELS}")
-        return tree
-
-    decay = add_cautious_decayed_weights if cautious_weight_decay else optax.add_decayed_weights
-    steps = [
-        scale_by_muon(
-            momentum=momentum,
-            nesterov=nesterov,
-            ns_steps=ns_steps,
-            coeffs=coeffs,
-            method=method,
-            shape_scaling=shape_scaling,
-            rms_coeff=rms_coeff,
-            eps=eps,
-            compute_dtype=compute_dtype,
-            preconditioning=preconditioning,
-            adaptive=adaptive,
-            blocks=blocks,
-            mesh=mesh,
-            mesh_axis=mesh_axis,
-        ),
-        decay(weight_decay, weight_decay_mask),
-        optax.scale_by_learning_rate(learning_rate),
-    ]
-    if normuon:  # only then: the state of plain Muon (and its checkpoints) stays as it was
-        steps.insert(1, scale_by_normuon(normuon_beta2, neuron_axis=neuron_axis))
-    muon_part = optax.chain(*steps)
+    adam_learning_rate = _check_options(
+        learning_rate, weight_decay, normuon, cautious_weight_decay, adam_weight_decay, adam_b1,
+        adam_b2, adam_learning_rate,
+    )  # fmt: skip
+    orth = scale_by_muon(
+        momentum=momentum, nesterov=nesterov, ns_steps=ns_steps, coeffs=coeffs, method=method,
+        shape_scaling=shape_scaling, rms_coeff=rms_coeff, eps=eps, compute_dtype=compute_dtype,
+        preconditioning=preconditioning, adaptive=adaptive, blocks=blocks, mesh=mesh,
+        mesh_axis=mesh_axis,
+    )  # fmt: skip
+    muon_part = _muon_chain(
+        orth, learning_rate, weight_decay, weight_decay_mask, cautious_weight_decay, normuon,
+        normuon_beta2, neuron_axis,
+    )  # fmt: skip
     adam_part = optax.adamw(
-        learning_rate=adam_learning_rate,
-        b1=adam_b1,
-        b2=adam_b2,
-        eps=eps,
-        eps_root=adam_eps_root,
-        weight_decay=adam_weight_decay,
-        nesterov=nesterov,
-    )
-    return optax.partition({"muon": muon_part, "adam": adam_part}, checked_labels)
+        learning_rate=adam_learning_rate, b1=adam_b1, b2=adam_b2, eps=eps, eps_root=adam_eps_root,
+        weight_decay=adam_weight_decay, nesterov=nesterov,
+    )  # fmt: skip
+    return optax.partition({"muon": muon_part, "adam": adam_part}, _checked_labels(label_fn))
