@@ -3,7 +3,7 @@
 One endpoint pair per size, the official shape-latent setting: 10 waypoints (``--n-points``),
 sigma 0.3 (force = score of the denoiser at sigma), lambda 1, hypersphere-projected residual,
 SLERP initialisation. Official Adam: lr 0.01, eps 1e-5, 500 iterations, no clipping, force
-detached (:func:`geomopt.gfm.latent.official_adam`). The matrix-free solvers
+detached (:func:`geomopt.gfm.baselines.official_adam_path`). The matrix-free solvers
 (:func:`geomopt.gfm.minimise_path_matrix_free`, ``fd_trace`` preconditioner,
 tangent steps), each run to the EL residual Adam ends at (``sqrt(mean_i |r_i|^2)``):
 ``method="newton"`` (inexact Newton-GMRES, the default of :func:`geomopt.gfm.solve_matrix_free`),
@@ -48,7 +48,7 @@ import tyro
 
 from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_preconditioning
 from geomopt.gfm import gfm_residual, minimise_path_matrix_free, slerp
-from geomopt.gfm.latent import official_adam_path
+from geomopt.gfm.baselines import official_adam_path
 
 
 @dataclasses.dataclass(frozen=True)

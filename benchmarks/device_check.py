@@ -706,7 +706,7 @@ def gfm(ctx: Context) -> dict:
 
     from geomopt.diffusion import DenoiserConfig, EDMDenoiser, edm_preconditioning
     from geomopt.gfm import slerp, solve_matrix_free
-    from geomopt.gfm.latent import official_adam_path
+    from geomopt.gfm.baselines import official_adam_path
 
     s = ctx.sizes
     d, B, K, rank, sigma = s.gfm_d, s.gfm_pairs, 10, 16, 0.3

@@ -92,3 +92,24 @@ def test_density_conformal_energy_pulls_the_path_to_the_data():
     assert float(m["log_density_min"]) > float(
         gfm.path_metrics(line, log_density=log_p)["log_density_min"]
     )
+
+
+def test_official_adam_path_reports_the_residual_and_straightens_a_forceless_path():
+    """With no force the GFM residual is the acceleration: the official latent Adam starts
+    from the initial path's residual, decreases it, and ends near the straight line."""
+    from geomopt.gfm import gfm_residual, straight_line
+
+    d, k = 6, 10
+    x0, x1 = jnp.zeros(d), jnp.ones(d)
+    bump = jnp.sin(jnp.pi * jnp.linspace(0.0, 1.0, k))[:, None] * jnp.linspace(-1, 1, d)[None]
+    path0 = straight_line(x0, x1, k) + 0.3 * bump
+    zero = lambda x: jnp.zeros_like(x)  # noqa: E731
+    path, hist, final = jax.jit(
+        lambda p: bl.official_adam_path(p, score=zero, lr=0.01, iters=600, residual="euclidean")
+    )(path0)
+    w0 = gfm_residual(path0, lam=1.0, score=zero, kind="euclidean")
+    assert hist.shape == (600,)
+    np.testing.assert_allclose(hist[0], np.sqrt(np.mean(np.sum(w0**2, -1))), rtol=1e-5)
+    assert float(final) < 0.05 * float(hist[0])
+    np.testing.assert_array_equal(np.asarray(path)[[0, -1]], np.asarray(path0)[[0, -1]])
+    assert float(jnp.max(jnp.abs(path - straight_line(x0, x1, k)))) < 0.1 * 0.3

@@ -409,8 +409,8 @@ def solve_matrix_free(
     """Matrix-free GFM solve between ``x0`` and ``x1``; returns ``(path, MatrixFreeReport)``.
 
     Args:
-        x0, x1: endpoints ``(d,)`` or a batch ``(B, d)`` (flatten latents first; see
-            :mod:`geomopt.gfm.latent` for latents of any shape). Floating point, finite, one
+        x0, x1: endpoints ``(d,)`` or a batch ``(B, d)`` (flatten latents first, as
+            :mod:`geomopt.latent` does for latents of any shape). Floating point, finite, one
             dtype.
         score: ``s(x) = grad log p(x)`` for one point ``(d,) -> (d,)`` (e.g.
             ``ScoreAt(denoiser, sigma)``; an Equinox module's arrays are traced, so new weights
