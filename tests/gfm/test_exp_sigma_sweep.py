@@ -10,6 +10,7 @@ import pytest
 from geomopt import gfm
 from geomopt.experiment import load_metrics
 from geomopt.gfm import exp_sigma_sweep
+from geomopt.gfm._sigma_sweep_solve import _levels
 
 
 @pytest.mark.parametrize(
@@ -43,8 +44,8 @@ def test_every_preset_is_valid_and_quick_covers_every_manifold():
 
 def test_continuation_levels_lie_above_sigma():
     cfg = exp_sigma_sweep.SigmaSweepConfig(continuation_sigmas=(0.1, 0.2, 0.05))
-    assert exp_sigma_sweep._levels(cfg, 0.05) == [0.2, 0.1, 0.05]
-    assert exp_sigma_sweep._levels(cfg, 0.2) == [0.2]
+    assert _levels(cfg, 0.05) == [0.2, 0.1, 0.05]
+    assert _levels(cfg, 0.2) == [0.2]
 
 
 # End to end: exact and tiny trained scores on two moons (about 30 s with compilation).

@@ -32,6 +32,8 @@ from typing import Literal
 from geomopt.checks import check_ints, check_names, check_one_of, check_positive
 from geomopt.experiment import Experiment, Run, figure_path
 from geomopt.gfm._exp_common import INITS, check_common
+from geomopt.gfm._sigma_sweep_solve import GFM_VARIANTS, _solve_level
+from geomopt.gfm._sigma_sweep_summary import TABLE_COLUMNS, _markdown, _record, _summarise
 from geomopt.gfm.exp_train_score import (
     MANIFOLD_NAMES,
     QUICK_DENOISER,
@@ -39,13 +41,9 @@ from geomopt.gfm.exp_train_score import (
     DenoiserSpec,
 )
 
-GFM_VARIANTS = ("gfm", "gfm@chord", "gfm+refine", "gfm+continuation")
-"""GFM by ``gfm.solve``'s default solver: from ``gfm_init`` (``gfm``), from the chord
-(``gfm@chord``), and two remedies that need no true manifold: ``gfm+refine`` (where the
-support check says off, a waypoint inserted in every segment and the path solved again at
-``2K - 1`` waypoints, so the potential is felt where the check saw the gap) and
-``gfm+continuation`` (solved at ``continuation_sigmas`` above ``sigma`` first, each level
-starting from the last)."""
+__all__ = ["BASELINES", "EXPERIMENT", "GFM_VARIANTS", "METHODS", "POTENTIALS", "TABLE_COLUMNS",
+           "SigmaSweepConfig", "plot", "run", "validate"]  # fmt: skip
+
 BASELINES = ("jacobian", "stein", "inverse_density")
 METHODS = GFM_VARIANTS + BASELINES
 POTENTIALS = ("exact", "trained", "analytic")
@@ -121,100 +119,11 @@ def validate(cfg: SigmaSweepConfig) -> None:
     check_ints(cfg, "n_denoisers")
 
 
-def _levels(cfg, sigma):
-    return sorted({s for s in cfg.continuation_sigmas if s > sigma}, reverse=True) + [sigma]
-
-
-def _solve_gfm(cfg, x0, x1, model, sigma, init, n_points=None):
-    """``gfm.solve`` (the sweep's solver) from ``init`` (a name or paths): ``(paths, report)``."""
-    import numpy as np
-
-    from geomopt import gfm
-    from geomopt.gfm._protocol import initial_paths
-
-    k = cfg.n_points if n_points is None else n_points
-    path0 = initial_paths(init, x0, x1, k, model=model) if isinstance(init, str) else init
-    kw = {} if cfg.gfm_solver == "default" else dict(method=cfg.gfm_solver)
-    paths, rep = gfm.solve(x0, x1, score=gfm.ScoreAt(model, sigma), lam=cfg.lam, n_points=k,
-                           init=path0, **kw)  # fmt: skip
-    return np.asarray(paths), rep
-
-
-def _outcome(manifold, paths, report, tol):
-    """Per-pair truth and flag of solved paths."""
-    import numpy as np
-
-    from geomopt.gfm._adherence import distance_profile
-
-    prof = distance_profile(manifold, paths)
-    dmax = prof.max(-1)
-    on = np.nan_to_num(dmax, nan=np.inf) <= tol
-    if report is None:
-        conv = np.zeros(len(paths), bool)
-        flag, smax = np.full(len(paths), np.nan), np.full(len(paths), np.nan)
-    else:
-        conv = np.asarray(report.converged, bool)
-        flag = (np.asarray(report.on_support, float) if report.on_support is not None
-                else np.full(len(paths), np.nan))  # fmt: skip
-        smax = (np.asarray(report.support_max, float) if report.support_max is not None
-                else np.full(len(paths), np.nan))  # fmt: skip
-    return dict(
-        max_distance=dmax, error_mean=prof[:, ::2].mean(-1), on_surface=on, converged=conv,
-        flag_on=flag, support_max=smax,
-    )  # fmt: skip
-
-
-def _gfm_variant(cfg, method, x0, x1, model, sigma, base):
-    """Paths and report of one GFM variant; ``base`` is the ``gfm`` solve ``(paths, report)``
-    (``gfm+refine`` starts from it)."""
-    import numpy as np
-
-    from geomopt.gfm._adherence import insert_midpoints
-
-    if method == "gfm":
-        return base
-    if method == "gfm@chord":
-        return _solve_gfm(cfg, x0, x1, model, sigma, "chord")
-    if method == "gfm+continuation":
-        paths = cfg.gfm_init
-        for s in _levels(cfg, sigma):
-            paths, rep = _solve_gfm(cfg, x0, x1, model, s, paths)
-        return paths, rep
-    if method == "gfm+refine":
-        paths, rep = base
-        off = ~np.asarray(rep.on_support, bool)
-        if not off.any():
-            return paths, rep
-        fine, frep = _solve_gfm(
-            cfg,
-            x0[off],
-            x1[off],
-            model,
-            sigma,
-            insert_midpoints(paths[off]),
-            n_points=2 * cfg.n_points - 1,
-        )
-        return (paths, rep), (off, fine, frep)
-    raise ValueError(f"method {method!r}: not a GFM variant")
-
-
 def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
-    import dataclasses as dc
-    import time
-
     import jax
-    import numpy as np
 
-    from geomopt import gfm
-    from geomopt.gfm._adherence import (
-        action_difference,
-        choose_threshold,
-        components,
-        exact_potential,
-        flag_errors,
-    )
-    from geomopt.gfm._potentials import potential_for
-    from geomopt.gfm._protocol import evaluate, sample_pairs, solve_method
+    from geomopt.gfm._adherence import components, exact_potential
+    from geomopt.gfm._protocol import sample_pairs
     from geomopt.manifolds import get_manifold
 
     headline: dict[str, float] = {}
@@ -227,15 +136,7 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
     bar = run.progress(total=len(jobs) * len(cfg.sigmas) * n_solves, desc="sigma sweep")
     for name, potential, rep in jobs:
         manifold = get_manifold(name)
-        model = None
-        if potential != "exact":
-            spec = dc.replace(cfg.denoiser, seed=cfg.denoiser.seed + rep)
-            model, info = potential_for(run, name, potential, spec)
-            run.details["denoisers"].append({"manifold": name, "denoiser": rep, **info})
-            if "sample_mean_distance" in info:
-                headline[f"{name}/trained/denoiser={rep}/sample_distance_ratio"] = (
-                    info["sample_mean_distance"] / info["data_mean_distance"]
-                )
+        model = _fixed_model(cfg, run, name, potential, rep, headline)
         with jax.enable_x64(True):
             x0, x1 = sample_pairs(manifold, cfg.n_pairs, jax.random.key(cfg.pair_seed))
             same = components(manifold, x0) == components(manifold, x1)
@@ -249,51 +150,40 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
                     _record(rows, table, dict(tag, method=method), same, out, seconds)
                     bar.update(1)
 
-                base = None
-                if any(m in GFM_VARIANTS for m in cfg.methods):
-                    bar.set_description(f"{name}, {potential} {rep}, sigma={sigma:g}, gfm")
-                    t0 = time.perf_counter()
-                    base = _solve_gfm(cfg, x0, x1, model, sigma, cfg.gfm_init)
-                    base_seconds = time.perf_counter() - t0
-                for method in cfg.methods:
-                    bar.set_description(f"{name}, {potential} {rep}, sigma={sigma:g}, {method}")
-                    t0 = time.perf_counter()
-                    if method in GFM_VARIANTS:
-                        res = _gfm_variant(cfg, method, x0, x1, model, sigma, base)
-                        if method == "gfm+refine" and isinstance(res[1], tuple):
-                            (paths, rep0), (off, fine, frep) = res
-                            out = _outcome(manifold, paths, rep0, cfg.on_manifold_tol)
-                            new = _outcome(manifold, fine, frep, cfg.on_manifold_tol)
-                            for k in out:
-                                out[k] = np.array(out[k])
-                                out[k][off] = new[k]
-                        else:
-                            out = _outcome(manifold, res[0], res[1], cfg.on_manifold_tol)
-                        secs = time.perf_counter() - t0
-                        if method == "gfm":
-                            secs = base_seconds
-                    else:
-                        res = solve_method(method, x0, x1, model=model, sigma=sigma,
-                                           lam=cfg.lam, n_points=cfg.n_points)  # fmt: skip
-                        out = _outcome(manifold, res["paths"], None, cfg.on_manifold_tol)
-                        out["converged"] = res["status"] != "diverged"  # fixed budget
-                        ev = evaluate(res["paths"], manifold=manifold, model=model,
-                                      sigma=sigma, lam=cfg.lam, check_sigma=cfg.check_sigma,
-                                      tol=cfg.on_manifold_tol)  # fmt: skip
-                        out["displacement_max"] = ev["displacement_max"]
-                        secs = res["seconds"]
-                    record(method, out, seconds=secs)
-                if cfg.reference and base is not None:
-                    bar.set_description(f"{name}, {potential} {rep}, sigma={sigma:g}, reference")
-                    init = np.asarray(gfm.coordinate_linear(manifold, x0, x1, cfg.n_points))
-                    ref = _solve_gfm(cfg, x0, x1, model, sigma, init)
-                    rout = _outcome(manifold, ref[0], ref[1], cfg.on_manifold_tol)
-                    gout = _outcome(manifold, base[0], base[1], cfg.on_manifold_tol)
-                    gap = action_difference(base[0], ref[0], gfm.ScoreAt(model, sigma), cfg.lam)
-                    rout["action_gfm_minus_reference"] = gap
-                    rout["gfm_on_surface"] = gout["on_surface"]
-                    record("reference", rout)
+                label = f"{name}, {potential} {rep}, sigma={sigma:g}"
+                _solve_level(cfg, manifold, x0, x1, model, sigma, label, bar, record)
     bar.close()
+    _write_results(cfg, run, rows, table, headline)
+    headline["n_denoisers"] = float(cfg.n_denoisers)
+    return headline
+
+
+def _fixed_model(cfg, run, name, potential, rep, headline):
+    """The model of a trained (the denoiser ``rep``) or analytic score, one per manifold, its
+    details recorded; ``None`` for the exact score, which is built per sigma."""
+    import dataclasses as dc
+
+    from geomopt.gfm._potentials import potential_for
+
+    model = None
+    if potential != "exact":
+        spec = dc.replace(cfg.denoiser, seed=cfg.denoiser.seed + rep)
+        model, info = potential_for(run, name, potential, spec)
+        run.details["denoisers"].append({"manifold": name, "denoiser": rep, **info})
+        if "sample_mean_distance" in info:
+            headline[f"{name}/trained/denoiser={rep}/sample_distance_ratio"] = (
+                info["sample_mean_distance"] / info["data_mean_distance"]
+            )
+    return model
+
+
+def _write_results(cfg, run, rows, table, headline):
+    """The per-pair rows (logged and as ``rows.npz``), the headline from them, and the table
+    (in the details, ``table.md`` and printed)."""
+    import numpy as np
+
+    from geomopt.gfm._adherence import choose_threshold, flag_errors
+
     run.log_rows(rows)
     _summarise(cfg, rows, headline, run, flag_errors, choose_threshold)
     run.details["table"] = table
@@ -303,131 +193,6 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
     text = _markdown(table)
     (run.path / "table.md").write_text(text + "\n")
     run.print(text)
-    headline["n_denoisers"] = float(cfg.n_denoisers)
-    return headline
-
-
-TABLE_COLUMNS = ("manifold", "potential", "denoiser", "sigma", "method", "n", "reachable",
-                 "converged", "on_surface", "converged_on", "flag_on", "error_mean",
-                 "seconds")  # fmt: skip
-
-
-def _markdown(table: list[dict]) -> str:
-    """One line per solve: pairs, how many are on one component (``reachable``), converged,
-    on the surface (waypoints and midpoints), both, flagged on by the support check."""
-    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * 5 + "---:|" * 8]
-    for r in table:
-        vals = [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in TABLE_COLUMNS]
-        lines.append("| " + " | ".join(vals) + " |")
-    return "\n".join(lines)
-
-
-def _record(rows, table, base, same, out, seconds):
-    """Append one row per pair of one solve and its table row."""
-    import numpy as np
-
-    n = len(same)
-    for i in range(n):
-        rows.append(dict(base, pair=i, same_component=bool(same[i]),
-                         **{k: _py(v[i]) for k, v in out.items()}))  # fmt: skip
-    r = rows[-n:]
-    table.append(dict(
-        base, n=n, converged=int(sum(x["converged"] for x in r)),
-        on_surface=int(sum(x["on_surface"] for x in r)),
-        converged_on=float(np.mean([x["converged"] and x["on_surface"] for x in r])),
-        reachable=int(np.sum(same)),
-        flag_on=int(np.nansum([x["flag_on"] for x in r])),
-        error_mean=float(np.nanmean([x["error_mean"] for x in r])),
-        seconds=seconds,
-    ))  # fmt: skip
-
-
-def _py(v):
-    import numpy as np
-
-    return np.asarray(v).item()
-
-
-def _summarise(cfg, rows, headline, run, flag_errors, choose_threshold):
-    """The headline from the per-pair rows (module doc). A rate with nothing to count (no pair
-    off the surface for a false-negative rate, no shortcut) is left out; its count is there."""
-    import numpy as np
-
-    from geomopt.gfm._support import DEFAULT_SUPPORT_THRESHOLD
-
-    def success(rs):
-        return float(np.mean([r["converged"] and r["on_surface"] for r in rs]))
-
-    groups: dict[tuple, list] = {}
-    for r in rows:
-        groups.setdefault((r["manifold"], r["potential"], r["method"], r["sigma"]), []).append(r)
-    for (m, p, method, s), rs in groups.items():
-        key = f"{m}/{p}/{method}/sigma={s:g}"
-        if method == "reference":
-            headline[f"{key}/converged_on"] = success(rs)
-            short = [r for r in rs if r["converged"] and r["on_surface"]
-                     and not r["gfm_on_surface"]]  # fmt: skip
-            gaps = [r["action_gfm_minus_reference"] for r in short]
-            k = f"{m}/{p}/shortcut/sigma={s:g}"
-            headline[f"{k}/n"] = float(len(short))
-            if gaps:
-                headline[f"{k}/lower_action"] = float(np.mean([g < 0 for g in gaps]))
-                headline[f"{k}/median_action_gap"] = float(np.median(gaps))
-            continue
-        headline[f"{key}/converged_on"] = success(rs)
-        reach = [r for r in rs if r["same_component"]]
-        if len(reach) < len(rs) and reach:
-            headline[f"{key}/converged_on_reachable"] = success(reach)
-        err = [r["error_mean"] for r in rs if np.isfinite(r["error_mean"])]
-        if err:
-            headline[f"{key}/error"] = float(np.mean(err))
-        if p == "trained":
-            for d in sorted({r["denoiser"] for r in rs}):
-                headline[f"{key}/converged_on/denoiser={d}"] = success(
-                    [r for r in rs if r["denoiser"] == d]
-                )
-    # the support flag against the truth, over every GFM solve that ran the check
-    checked = [r for r in rows if r["method"] in GFM_VARIANTS + ("reference",)
-               and np.isfinite(r["flag_on"])]  # fmt: skip
-
-    def put(prefix, e):
-        headline[f"{prefix}/n_on"] = float(e["n_on"])
-        headline[f"{prefix}/n_off"] = float(e["n_off"])
-        for k in ("false_positive", "false_negative", "error"):
-            if np.isfinite(e[k]):
-                headline[f"{prefix}/{k}"] = e[k]
-
-    by: dict[tuple, list] = {}
-    for r in checked:
-        by.setdefault((r["manifold"], r["potential"], r["sigma"]), []).append(r)
-    for (m, p, s), rs in by.items():
-        put(
-            f"{m}/{p}/support/sigma={s:g}",
-            flag_errors([r["flag_on"] > 0.5 for r in rs], [r["on_surface"] for r in rs]),
-        )
-    fit_rows = [r for r in checked if r["sigma"] <= cfg.support_fit_max_sigma]
-    if not fit_rows:
-        return
-    fit = [r for r in fit_rows if r["pair"] % 2 == 0]
-    test = [r for r in fit_rows if r["pair"] % 2 == 1] or fit
-    grid = np.round(np.arange(0.5, 8.001, 0.25), 2)
-    thr, _ = choose_threshold([r["support_max"] for r in fit], [r["on_surface"] for r in fit],
-                              grid)  # fmt: skip
-    headline["support/threshold_fit"] = thr
-    headline["support/threshold_default"] = DEFAULT_SUPPORT_THRESHOLD
-    for label, t in (("fit", thr), ("default", DEFAULT_SUPPORT_THRESHOLD)):
-        for scope in sorted({r["manifold"] for r in test}) + ["all"]:
-            rs = [r for r in test if scope in ("all", r["manifold"])]
-            put(
-                f"{scope}/support/heldout/{label}",
-                flag_errors([r["support_max"] <= t for r in rs], [r["on_surface"] for r in rs]),
-            )
-    on = [r["support_max"] for r in fit_rows if r["on_surface"]]
-    off = [r["support_max"] for r in fit_rows if not r["on_surface"]]
-    run.details["support_fit"] = dict(
-        threshold=thr, n_fit=len(fit), n_test=len(test),
-        on_max=float(max(on)) if on else None, off_min=float(min(off)) if off else None,
-    )  # fmt: skip
 
 
 def plot(run_dir: Path, out: Path) -> list[Path]:

@@ -154,25 +154,7 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
             init = angle_linear_init(int(k), math.pi / 2, 0.0, math.pi / 2, math.pi)
             for solver in cfg.solvers:
                 bar.set_description(f"run {name}, {solver}")
-                common = dict(metric=metric, lam=cfg.lam, n_points=int(k), init=init)
-                if solver == "lm_continuation":
-                    sigmas = (*cfg.continuation_sigmas, cfg.sigma)
-                    path, reps = gfm.solve_continuation(
-                        init[0], init[-1], model=model, sigmas=sigmas, **common
-                    )
-                    rep = reps[-1]
-                    seconds = sum(r.wall_time for r in reps)
-                    levels = [
-                        dict(sigma=s, code=int(r.code), iterations=int(r.iterations),
-                             residual=float(r.residual))
-                        for s, r in zip(sigmas, reps, strict=True)
-                    ]  # fmt: skip
-                else:
-                    kw = {} if solver == "default" else dict(method=solver)
-                    if solver == "adam":
-                        kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
-                    path, rep = gfm.solve(init[0], init[-1], score=score, **common, **kw)
-                    levels, seconds = [], rep.wall_time
+                path, rep, levels, seconds = _solve(cfg, solver, model, score, metric, init, lr)
                 p = np.asarray(path)
                 m = gfm.path_metrics(p, manifold=torus, metric=metric, score=score, lam=cfg.lam)
                 finite = bool(np.isfinite(p).all())
@@ -193,18 +175,7 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
                 )  # fmt: skip
                 rows.append(row)
                 arrays[f"{name}/{solver}"] = p
-                headline[f"{name}/{solver}/error"] = row["error_mean"]
-                headline[f"{name}/{solver}/residual"] = row["residual"]
-                headline[f"{name}/{solver}/success"] = float(row["success"])
-                for what in ("error", "residual"):
-                    if not math.isfinite(headline[f"{name}/{solver}/{what}"]):
-                        run.explain_nan(f"{name}/{solver}/{what}",
-                                        "the solve diverged (non-finite)")  # fmt: skip
-                run.print(
-                    f"run {name} ({alpha:g}, {beta:g}), {solver}: {status} after "
-                    f"{row['iterations']} iterations, residual {row['residual']:.3g}, mean / max "
-                    f"distance {row['error_mean']:.4f} / {err_max:.4f}, route {row['route']}"
-                )
+                _report(run, headline, row)
                 bar.update(1)
     bar.close()
     for solver in cfg.solvers:
@@ -214,6 +185,48 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
     run.details["rows"] = rows
     run.save_arrays("paths.npz", **arrays)
     return headline
+
+
+def _solve(cfg, solver, model, score, metric, init, lr):
+    """One run by one solver from ``init``: ``(path, report, levels, seconds)``, ``levels`` the
+    continuation's per-level reports (empty for a single solve)."""
+    from geomopt import gfm
+
+    k = len(init)
+    common = dict(metric=metric, lam=cfg.lam, n_points=k, init=init)
+    if solver == "lm_continuation":
+        sigmas = (*cfg.continuation_sigmas, cfg.sigma)
+        path, reps = gfm.solve_continuation(init[0], init[-1], model=model, sigmas=sigmas, **common)
+        rep = reps[-1]
+        seconds = sum(r.wall_time for r in reps)
+        levels = [
+            dict(sigma=s, code=int(r.code), iterations=int(r.iterations),
+                 residual=float(r.residual))
+            for s, r in zip(sigmas, reps, strict=True)
+        ]  # fmt: skip
+        return path, rep, levels, seconds
+    kw = {} if solver == "default" else dict(method=solver)
+    if solver == "adam":
+        kw = dict(method="adam", lr=lr, clip=10.0, max_iters=cfg.adam_iters)
+    path, rep = gfm.solve(init[0], init[-1], score=score, **common, **kw)
+    return path, rep, [], rep.wall_time
+
+
+def _report(run, headline, row):
+    """One solve's headline keys (NaN explained) and its printed line."""
+    name, solver = row["run"], row["solver"]
+    headline[f"{name}/{solver}/error"] = row["error_mean"]
+    headline[f"{name}/{solver}/residual"] = row["residual"]
+    headline[f"{name}/{solver}/success"] = float(row["success"])
+    for what in ("error", "residual"):
+        if not math.isfinite(headline[f"{name}/{solver}/{what}"]):
+            run.explain_nan(f"{name}/{solver}/{what}",
+                            "the solve diverged (non-finite)")  # fmt: skip
+    run.print(
+        f"run {name} ({row['alpha']:g}, {row['beta']:g}), {solver}: {row['status']} after "
+        f"{row['iterations']} iterations, residual {row['residual']:.3g}, mean / max "
+        f"distance {row['error_mean']:.4f} / {row['error_max']:.4f}, route {row['route']}"
+    )
 
 
 RUN_COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c"}
