@@ -246,3 +246,34 @@ def test_default_method_is_the_most_robust_one_for_the_problem():
     assert rep.method == "matrix_free" and rep.converged
     with pytest.raises(ValueError, match="method 'newton'"):
         gfm.solve(x0, x1, method="newton")
+
+
+def test_a_solver_object_is_the_keyword_spelling_with_its_options():
+    x0, x1 = np.array([1.0, 0.2]), np.array([-0.3, 1.0])
+    kw = dict(score=circle_score, n_points=8)
+    pairs = [
+        (gfm.LM(geodesic=False), dict(method="lm", lm_options={"geodesic": False})),
+        (gfm.Action(), dict()),
+        (gfm.Adam(lr=1e-2, clip=5.0), dict(method="adam", lr=1e-2, clip=5.0)),
+        (gfm.GaussNewton(), dict(method="gauss_newton")),
+    ]
+    for solver, keywords in pairs:
+        p_obj, r_obj = gfm.solve(x0, x1, solver=solver, max_iters=60, **kw)
+        p_kw, r_kw = gfm.solve(x0, x1, max_iters=60, **keywords, **kw)
+        assert r_obj.method == r_kw.method == solver.name
+        assert int(r_obj.iterations) == int(r_kw.iterations)
+        np.testing.assert_array_equal(np.asarray(p_obj), np.asarray(p_kw))
+    # the default max_iters is the solver's
+    _, rep = gfm.solve(x0, x1, solver=gfm.Adam(lr=1e-9), tol=1e-12, **kw)
+    assert int(rep.iterations) == gfm.Adam.max_iters
+
+
+def test_a_solver_that_does_not_apply_is_refused_in_one_line():
+    x0, x1 = np.array([1.0, 0.2]), np.array([-0.3, 1.0])
+    with pytest.raises(ValueError, match="method='action' with residual 'hypersphere'"):
+        gfm.solve(x0, x1, solver=gfm.Action(), residual="hypersphere")
+    with pytest.raises(ValueError, match="backend='matrix_free' with residual 'metric'"):
+        gfm.solve(x0, x1, solver=gfm.MatrixFree(), metric=gfm.Conformal(lambda x: 1.0 + x @ x))
+    with pytest.raises(TypeError, match="solver 'lm': expected gfm.LM"):
+        gfm.solve(x0, x1, solver="lm")
+    assert gfm.as_solver("auto", backend="banded").matrix_free is None

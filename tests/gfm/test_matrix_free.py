@@ -301,3 +301,20 @@ def test_gfm_solve_auto_is_matrix_free_at_latent_scale():
     x0, x1 = gm.means[0] + 0.1, gm.means[1] - 0.1
     _, rep = gfm.solve(x0, x1, score=score, n_points=10, residual="hypersphere", tol=1e-3)
     assert rep.method == "matrix_free" and rep.converged, rep.reason
+
+
+def test_matrix_free_options_reach_the_backend_through_the_front():
+    d = 6
+    gm = mixture(d, 3, 0.3)
+    score = gfm.ScoreAt(gm, jnp.asarray(0.3))
+    x0, x1 = (np.asarray(gm.means[i], np.float32) for i in (0, 2))
+    solver = gfm.MatrixFree(method="lm", cg_max_iters=3, precond="fd")
+    path, rep = gfm.solve(x0, x1, score=score, n_points=10, solver=solver, max_iters=5)
+    ref, ref_rep = solve_matrix_free(
+        x0, x1, score=score, residual="euclidean", init="linear", method="lm", cg_max_iters=3,
+        precond="fd", max_iters=5,
+    )  # fmt: skip
+    assert rep.method == "matrix_free"
+    np.testing.assert_array_equal(np.asarray(path), np.asarray(ref))
+    np.testing.assert_array_equal(rep.cg_iterations, ref_rep.cg_iterations)
+

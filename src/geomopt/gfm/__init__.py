@@ -10,6 +10,10 @@ Public API:
   diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself;
   :func:`minimise_path_matrix_free` its traceable core for any residual such as
   :func:`gfm_residual`.
+- solvers as objects carrying their options, passed as ``solve(..., solver=...)``:
+  :class:`LM`, :class:`Action`, :class:`GaussNewton`, :class:`Adam`, :class:`MatrixFree`,
+  :class:`Auto` (the default); :func:`as_solver` turns the keyword spelling
+  (``method=``, ``backend=``, ``lr=``, ...) into one.
 - initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
   :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
 - validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`,
@@ -90,6 +94,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "path_residuals",
             "residual_norm",
         ],
+        "_solvers": ["LM", "Action", "GaussNewton", "Adam", "MatrixFree", "Auto", "as_solver"],
         "_support": ["DEFAULT_SUPPORT_THRESHOLD", "support_points", "support_profile"],
         "_status": [
             "REASONS",

@@ -273,7 +273,13 @@ def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, method, score_g
 
 
 def _batch_mode(batch: str, method: str) -> str:
-    """``batch`` of :func:`solve` with ``"auto"`` resolved."""
+    """``batch`` of :func:`solve` with ``"auto"`` resolved: ``"map"`` for the Newton-type
+    methods (lm, action, gauss_newton) on the CPU, ``"vmap"`` for adam (a fixed iteration count,
+    where batching pays) and on accelerators. Under ``"vmap"`` every pass costs the whole batch
+    until its slowest pair stops, and a skip in an LM pass needs every running pair to skip it.
+    Measured on the CPU, 16 torus pairs with a trained denoiser, map vs vmap: LM to convergence
+    71 vs 291 ms, LM-flat to a loose tolerance 7.0 vs 10.8 ms, action 37 vs 35 ms; Adam, 375
+    iterations, 287 vs 218 ms."""
     if batch != "auto":
         return batch
     return "map" if method != "adam" and jax.default_backend() == "cpu" else "vmap"
