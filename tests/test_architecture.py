@@ -23,32 +23,10 @@ SRC = ROOT / "src" / "geomopt"
 
 MODULE_LINES, FUNCTION_LINES = 500, 80
 
-BIG_MODULES = {
-    "geomopt.manifolds",
-    "geomopt.canon._curves",
-    "geomopt.canon._download",
-    "geomopt.canon.exp_classify",
-    "geomopt.canon.exp_covering",
-    "geomopt.gfm._matrix_free",
-    "geomopt.gfm.baselines",
-    "geomopt.gfm.exp_sigma_sweep",
-    "geomopt.gfm.latent",
-    "geomopt.latent.exp_shapes",
-}
+BIG_MODULES: set[str] = set()
 """Modules over MODULE_LINES lines, to be split by responsibility."""
 
-LONG_FUNCTIONS = {
-    "geomopt.canon._classify._train_loop",
-    "geomopt.canon._stability.stability_probe",
-    "geomopt.diffusion._train.train_for_manifold",
-    "geomopt.gfm._banded.solve_block_pentadiagonal",
-    "geomopt.gfm._gfm.solve",
-    "geomopt.gfm._lm.step",
-    "geomopt.gfm._matrix_free.solve_matrix_free",
-    "geomopt.gfm.exp_sigma_sweep.run",
-    "geomopt.gfm.exp_torus_metrics.run",
-    "geomopt.optim._muon.muon",
-}
+LONG_FUNCTIONS: set[str] = set()
 """Functions over FUNCTION_LINES lines, to be split."""
 
 PRIVATE_IMPORTERS: set[str] = set()

@@ -142,6 +142,77 @@ def solve_block_tridiagonal(
     return _thomas(lower, diag, upper, rhs)
 
 
+def _penta_rows(diag, upper1, upper2, rhs):
+    """The block rows of a symmetric block-pentadiagonal system for
+    :func:`solve_block_pentadiagonal`: ``left[i] = [A_{i,i-2} A_{i,i-1}]`` ``(n, m, 2m)`` and
+    ``right[i] = [A_ii A_{i,i+1} A_{i,i+2} b_i]`` ``(n, m, 3m + 1)``, zero-padded at the ends."""
+    n, m, _ = diag.shape
+    dtype = diag.dtype
+    z1 = jnp.zeros((1, m, m), dtype)
+    z2 = jnp.zeros((2, m, m), dtype)
+    # Row i: [A_{i,i-2} A_{i,i-1}] to the left, [A_ii A_{i,i+1} A_{i,i+2} b_i] from the diagonal.
+    left = jnp.concatenate(
+        [
+            jnp.concatenate([z2, jnp.swapaxes(upper2, 1, 2)], axis=0)[:n],
+            jnp.concatenate([z1, jnp.swapaxes(upper1, 1, 2)], axis=0),
+        ],
+        axis=2,
+    )
+    right = jnp.concatenate(
+        [
+            diag,
+            jnp.concatenate([upper1, z1], axis=0),
+            jnp.concatenate([upper2, z2], axis=0)[:n],
+            rhs[..., None],
+        ],
+        axis=2,
+    )
+    return left, right
+
+
+def _penta_forward(left, right, m, dtype):
+    """The forward elimination of :func:`solve_block_pentadiagonal`: a ``lax.scan`` over the block
+    rows reducing row ``i`` to ``x_i + E_i x_{i+1} + F_i x_{i+2} = g_i``; the augmented blocks
+    ``[E_i F_i g_i]``, ``(n, m, 2m + 1)``."""
+
+    def forward(carry, blocks):
+        aug1, aug2 = carry  # [E F g] of rows i-1 and i-2, (m, 2m + 1)
+        lft, row = blocks
+        # Substitute x_{i-2} = g_{i-2} - E_{i-2} x_{i-1} - F_{i-2} x_i, then x_{i-1} likewise.
+        t2 = _mm_small(lft[:, :m], aug2)
+        beta = lft[:, m:] - t2[:, :m]  # coefficient of x_{i-1} after the first substitution
+        t1 = _mm_small(beta, aug1)
+        corr = jnp.concatenate(
+            [
+                t2[:, m : 2 * m] + t1[:, :m],
+                t1[:, m : 2 * m],
+                jnp.zeros((m, m), dtype),
+                t2[:, 2 * m :] + t1[:, 2 * m :],
+            ],
+            axis=1,
+        )
+        aug = _eliminate(row - corr, m)
+        return (aug, aug1), aug
+
+    z = jnp.zeros((m, 2 * m + 1), dtype)
+    _, augs = jax.lax.scan(forward, (z, z), (left, right), unroll=2)
+    return augs
+
+
+def _penta_backward(augs, m, dtype):
+    """The back substitution of :func:`solve_block_pentadiagonal` from :func:`_penta_forward`'s
+    augmented blocks: the solution ``(n, m)``."""
+
+    def backward(carry, aug):
+        x1, x2 = carry
+        x = aug[:, 2 * m] - _mv_small(aug[:, :m], x1) - _mv_small(aug[:, m : 2 * m], x2)
+        return (x, x1), x
+
+    zv = jnp.zeros((m,), dtype)
+    _, xs = jax.lax.scan(backward, (zv, zv), augs, reverse=True)
+    return xs
+
+
 def solve_block_pentadiagonal(
     diag: Float[Array, "n m m"],
     upper1: Float[Array, "n-1 m m"],
@@ -186,56 +257,8 @@ def solve_block_pentadiagonal(
             f"({n}, {m})"
         )
     dtype = diag.dtype
-    z1 = jnp.zeros((1, m, m), dtype)
-    z2 = jnp.zeros((2, m, m), dtype)
-    # Row i: [A_{i,i-2} A_{i,i-1}] to the left, [A_ii A_{i,i+1} A_{i,i+2} b_i] from the diagonal.
-    left = jnp.concatenate(
-        [
-            jnp.concatenate([z2, jnp.swapaxes(upper2, 1, 2)], axis=0)[:n],
-            jnp.concatenate([z1, jnp.swapaxes(upper1, 1, 2)], axis=0),
-        ],
-        axis=2,
-    )
-    right = jnp.concatenate(
-        [
-            diag,
-            jnp.concatenate([upper1, z1], axis=0),
-            jnp.concatenate([upper2, z2], axis=0)[:n],
-            rhs[..., None],
-        ],
-        axis=2,
-    )
-
-    def forward(carry, blocks):
-        aug1, aug2 = carry  # [E F g] of rows i-1 and i-2, (m, 2m + 1)
-        lft, row = blocks
-        # Substitute x_{i-2} = g_{i-2} - E_{i-2} x_{i-1} - F_{i-2} x_i, then x_{i-1} likewise.
-        t2 = _mm_small(lft[:, :m], aug2)
-        beta = lft[:, m:] - t2[:, :m]  # coefficient of x_{i-1} after the first substitution
-        t1 = _mm_small(beta, aug1)
-        corr = jnp.concatenate(
-            [
-                t2[:, m : 2 * m] + t1[:, :m],
-                t1[:, m : 2 * m],
-                jnp.zeros((m, m), dtype),
-                t2[:, 2 * m :] + t1[:, 2 * m :],
-            ],
-            axis=1,
-        )
-        aug = _eliminate(row - corr, m)
-        return (aug, aug1), aug
-
-    z = jnp.zeros((m, 2 * m + 1), dtype)
-    _, augs = jax.lax.scan(forward, (z, z), (left, right), unroll=2)
-
-    def backward(carry, aug):
-        x1, x2 = carry
-        x = aug[:, 2 * m] - _mv_small(aug[:, :m], x1) - _mv_small(aug[:, m : 2 * m], x2)
-        return (x, x1), x
-
-    zv = jnp.zeros((m,), dtype)
-    _, xs = jax.lax.scan(backward, (zv, zv), augs, reverse=True)
-    return xs
+    augs = _penta_forward(*_penta_rows(diag, upper1, upper2, rhs), m, dtype)
+    return _penta_backward(augs, m, dtype)
 
 
 def block_tridiagonal_to_dense(lower, diag, upper) -> np.ndarray:

@@ -176,52 +176,44 @@ class LevenbergMarquardt(AbstractPathSolver):
             True,
         )
 
-    def step(self, state):
-        local, window, tol, gtol, max_iters = (
-            self.local, self.window, self.tol, self.gtol, self.max_iters
+    def _branch(self, state):
+        """How a pass skips work: ``lax.cond`` (``branches``), a select of both branches
+        (:func:`_select`), or with ``batch_axis`` a cond whose predicates are counted over the
+        batch's running pairs (:func:`_batch_cond`)."""
+        if self.batch_axis is not None:
+            return _batch_cond(self.batch_axis, state[-2] == RUNNING)
+        return jax.lax.cond if self.branches else _select
+
+    def _propose(self, path, jac, damped, u1, u2, g):
+        """The LM step ``delta`` from the damped normal equations, the step taken (``delta +
+        a/2`` with geodesic acceleration) and whether the acceleration test accepts it."""
+        local, window, geodesic, accel_ratio = (
+            self.local, self.window, self.geodesic, self.accel_ratio
         )  # fmt: skip
-        geodesic, accel_ratio, branches, batch_axis = (
-            self.geodesic, self.accel_ratio, self.branches, self.batch_axis
-        )  # fmt: skip
-        slow_factor, damping = self.slow_factor, self.damping
-        k, d = state[0].shape
-        dtype = state[0].dtype
+        k = path.shape[0]
+        delta = solve_block_pentadiagonal(damped, u1, u2, -g)
+        if not geodesic:
+            return delta, delta, jnp.asarray(True)
+        # Geodesic acceleration (Transtrum & Sethna 2012): the second-order correction
+        # a = -(J^T J + mu I)^{-1} J^T r_vv along the LM step v, taken as v + a/2 and only
+        # while 2|a| <= accel_ratio |v| (otherwise the step counts as rejected and the
+        # damping grows). It keeps steps inside narrow curved valleys of the residual.
+        full = jnp.zeros_like(path).at[1:-1].set(delta)
+        rvv = _second_directional(path, full, local, window)
+        acc = solve_block_pentadiagonal(damped, u1, u2, -_jt(rvv, jac, k, window))
+        vnorm = jnp.linalg.norm(delta)
+        accel_ok = (vnorm == 0) | (2.0 * jnp.linalg.norm(acc) <= accel_ratio * vnorm)
+        return delta, delta + 0.5 * acc, accel_ok & jnp.all(jnp.isfinite(acc))
+
+    def _trial_rows(self, branch, trial, w, accel_ok):
+        """The trial's residual rows ``w_t`` and ``linearise()``, its Jacobian blocks and normal
+        equations: from the linearisation kept with the rows when the pass branches
+        (``branches`` or ``batch_axis``), else from one fused :func:`eval_rows`."""
+        local, window, geodesic = self.local, self.window, self.geodesic
+        k, d = trial.shape
+        dtype = trial.dtype
         m = k - window + 1
-        xtol = 100.0 * jnp.finfo(dtype).eps
-        one = jnp.ones((), dtype)
-        path, w, jac, (dg, u1, u2, g), mu, nu, it, slow, (hist, mu_hist), bad, _, first = state
-        eye = jnp.eye(d, dtype=dtype)
-        damped = dg + mu * eye[None]
-
-        def propose():
-            delta = solve_block_pentadiagonal(damped, u1, u2, -g)
-            if not geodesic:
-                return delta, delta, jnp.asarray(True)
-            # Geodesic acceleration (Transtrum & Sethna 2012): the second-order correction
-            # a = -(J^T J + mu I)^{-1} J^T r_vv along the LM step v, taken as v + a/2 and only
-            # while 2|a| <= accel_ratio |v| (otherwise the step counts as rejected and the
-            # damping grows). It keeps steps inside narrow curved valleys of the residual.
-            full = jnp.zeros_like(path).at[1:-1].set(delta)
-            rvv = _second_directional(path, full, local, window)
-            acc = solve_block_pentadiagonal(damped, u1, u2, -_jt(rvv, jac, k, window))
-            vnorm = jnp.linalg.norm(delta)
-            accel_ok = (vnorm == 0) | (2.0 * jnp.linalg.norm(acc) <= accel_ratio * vnorm)
-            return delta, delta + 0.5 * acc, accel_ok & jnp.all(jnp.isfinite(acc))
-
-        # The first pass only evaluates the initial path. Branches (lax.cond) skip work that a
-        # pass does not need: the step on the first pass, the trial's residual when the
-        # acceleration test already rejects the step, the trial's Jacobian and normal
-        # equations when the step is rejected or the trial meets tol. Under vmap a cond on a
-        # per-pair predicate runs both branches; with ``batch_axis`` the predicates are
-        # counted over the batch (_batch_cond), so a branch no active pair takes is skipped.
-        zeros = jnp.zeros_like(path[1:-1])
-        if batch_axis is not None:
-            branch = _batch_cond(batch_axis, state[-2] == RUNNING)
-        else:
-            branch = jax.lax.cond if branches else _select
-        linearised = branches or batch_axis is not None
-        delta, step, accel_ok = branch(first, lambda: (zeros, zeros, jnp.asarray(True)), propose)
-        trial = path.at[1:-1].add(step)
+        linearised = self.branches or self.batch_axis is not None
         if linearised:
             # The trial's rows with their linearisation kept for its Jacobian (below); a pass
             # whose step the acceleration test rejects evaluates neither. The linearisation's
@@ -242,15 +234,67 @@ class LevenbergMarquardt(AbstractPathSolver):
             lins_t = jax.tree.unflatten(tree["def"], leaves)
         else:
             w_t, jac_all = eval_rows(trial, local, window, True)
+
+        def linearise():
+            jac_t = _blocks_of(lins_t, m, d, dtype) if linearised else jac_all
+            return jac_t, normal_equations(w_t, jac_t, k, window)
+
+        return w_t, linearise
+
+    def _too_slow(self, code, w_n, hist, mu_hist, mu_new, it_n, first):
+        """The "too slow to finish" stop (code 7, :data:`_SLOW_WINDOW`) and the residual and
+        damping histories with this pass recorded: ``(code, hist, mu_hist)``."""
+        tol, max_iters, slow_factor = self.tol, self.max_iters, self.slow_factor
+        # Too slow to finish: hist[it % window] holds the residual norm `window` iterations ago
+        # and mu_hist the damping then. Judged only in the second half of the budget and not
+        # while the damping has fallen 10x over the window: before, LM may still be in its
+        # globalisation phase (slow, then quadratic), where the linear extrapolation of the rate
+        # badly underestimates the speed-up to come (on the torus run A with a trained
+        # denoiser it stopped LM at iteration 10, residual 29.9, on a path that converges).
+        rms_n = rms_of(w_n)
+        slot = it_n % _SLOW_WINDOW
+        rate = (rms_n / hist[slot]) ** (1.0 / _SLOW_WINDOW)  # 0 until the window is full
+        needed = jnp.log(tol / rms_n) / jnp.log(rate)  # iterations to tol at this rate
+        too_slow = (
+            (tol > 0)
+            & (rms_n > tol)
+            & ((rate >= 1.0) | (needed > slow_factor * (max_iters - it_n)))
+            & (mu_new >= 0.1 * mu_hist[slot])
+            & (2 * it_n >= max_iters)
+        )
+        code = jnp.where((code == RUNNING) & too_slow & ~first, 7, code)
+        hist = hist.at[slot].set(rms_n)  # every pass is an iteration (it_n = 0 on the first)
+        mu_hist = mu_hist.at[slot].set(mu_new)
+        return code, hist, mu_hist
+
+    def step(self, state):
+        window, tol, gtol, max_iters = self.window, self.tol, self.gtol, self.max_iters
+        damping = self.damping
+        k, d = state[0].shape
+        dtype = state[0].dtype
+        xtol = 100.0 * jnp.finfo(dtype).eps
+        one = jnp.ones((), dtype)
+        path, w, jac, (dg, u1, u2, g), mu, nu, it, slow, (hist, mu_hist), bad, _, first = state
+        eye = jnp.eye(d, dtype=dtype)
+        damped = dg + mu * eye[None]
+        propose = lambda: self._propose(path, jac, damped, u1, u2, g)  # noqa: E731
+
+        # The first pass only evaluates the initial path. Branches (lax.cond) skip work that a
+        # pass does not need: the step on the first pass, the trial's residual when the
+        # acceleration test already rejects the step, the trial's Jacobian and normal
+        # equations when the step is rejected or the trial meets tol. Under vmap a cond on a
+        # per-pair predicate runs both branches; with ``batch_axis`` the predicates are
+        # counted over the batch (_batch_cond), so a branch no active pair takes is skipped.
+        zeros = jnp.zeros_like(path[1:-1])
+        branch = self._branch(state)
+        delta, step, accel_ok = branch(first, lambda: (zeros, zeros, jnp.asarray(True)), propose)
+        trial = path.at[1:-1].add(step)
+        w_t, linearise = self._trial_rows(branch, trial, w, accel_ok)
         cost, cost_t = cost_of(w), jnp.where(accel_ok, cost_of(w_t), jnp.inf)
         finite_w = jnp.all(jnp.isfinite(trial)) & jnp.all(jnp.isfinite(w_t))
         pred = 0.5 * jnp.sum(delta * (mu * delta - g))
         rho = (cost - cost_t) / pred
         ok_w = jnp.where(first, finite_w, finite_w & accel_ok & (rho > 0))
-
-        def linearise():
-            jac_t = _blocks_of(lins_t, m, d, dtype) if linearised else jac_all
-            return jac_t, normal_equations(w_t, jac_t, k, window)
 
         # A path that meets tol needs no Jacobian: the loop stops after this pass (a start
         # handed over converged by the action descent, and the last step of every converged
@@ -278,26 +322,7 @@ class LevenbergMarquardt(AbstractPathSolver):
         slow_n = jnp.where(ok, jnp.where(cost - cost_t < 1e-3 * cost, slow + 1, 0), slow)
         code = jnp.where((code == RUNNING) & ok & (small | (slow_n >= 10)) & ~first, 3, code)
         code = jnp.where((code == RUNNING) & (mu_new > 1e30), 4, code)
-        # Too slow to finish: hist[it % window] holds the residual norm `window` iterations ago
-        # and mu_hist the damping then. Judged only in the second half of the budget and not
-        # while the damping has fallen 10x over the window: before, LM may still be in its
-        # globalisation phase (slow, then quadratic), where the linear extrapolation of the rate
-        # badly underestimates the speed-up to come (on the torus run A with a trained
-        # denoiser it stopped LM at iteration 10, residual 29.9, on a path that converges).
-        rms_n = rms_of(w_n)
-        slot = it_n % _SLOW_WINDOW
-        rate = (rms_n / hist[slot]) ** (1.0 / _SLOW_WINDOW)  # 0 until the window is full
-        needed = jnp.log(tol / rms_n) / jnp.log(rate)  # iterations to tol at this rate
-        too_slow = (
-            (tol > 0)
-            & (rms_n > tol)
-            & ((rate >= 1.0) | (needed > slow_factor * (max_iters - it_n)))
-            & (mu_new >= 0.1 * mu_hist[slot])
-            & (2 * it_n >= max_iters)
-        )
-        code = jnp.where((code == RUNNING) & too_slow & ~first, 7, code)
-        hist = hist.at[slot].set(rms_n)  # every pass is an iteration (it_n = 0 on the first)
-        mu_hist = mu_hist.at[slot].set(mu_new)
+        code, hist, mu_hist = self._too_slow(code, w_n, hist, mu_hist, mu_new, it_n, first)
         # A non-finite trial (path, residual or Jacobian) stops the solve: diverged, named.
         code = jnp.where(~first & ~finite, 6, code)
         bad = jax.tree.map(lambda new, old: jnp.where(~finite, new, old), (it_n, bad_wp), bad)
