@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from geomopt import gfm
-from geomopt.gfm._action import _block_cholesky_solve, score_work
-from geomopt.gfm._banded import block_tridiagonal_to_dense
 from geomopt.gfm._potentials import TubePotential
+from geomopt.gfm.solvers._action import _block_cholesky_solve, score_work
+from geomopt.gfm.solvers._banded import block_tridiagonal_to_dense
 from geomopt.manifolds import get_manifold
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from geomopt import gfm
 from geomopt.diffusion import SmoothedCircle
-from geomopt.gfm._lm import _second_directional
 from geomopt.gfm._residuals import local_residual
+from geomopt.gfm.solvers._levenberg_marquardt import _second_directional
 
 
 @pytest.fixture(autouse=True)

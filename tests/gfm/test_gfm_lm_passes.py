@@ -13,11 +13,11 @@ import scipy.linalg
 
 from geomopt import gfm
 from geomopt.gfm import _compiled
-from geomopt.gfm._banded import small_cholesky, small_tri_solve
-from geomopt.gfm._lm import _blocks_of, _linearised_rows
 from geomopt.gfm._potentials import TubePotential
 from geomopt.gfm._residuals import local_residual
-from geomopt.gfm._solver import eval_rows as _eval
+from geomopt.gfm.solvers._banded import small_cholesky, small_tri_solve
+from geomopt.gfm.solvers._interface import eval_rows as _eval
+from geomopt.gfm.solvers._levenberg_marquardt import _blocks_of, _linearised_rows
 from geomopt.manifolds import get_manifold
 
 
@@ -88,10 +88,10 @@ def test_small_cholesky_matches_lapack_and_marks_non_spd_blocks(d):
 def _solver_jaxpr(score, metric, x0, x1, n_points, mode="vmap"):
     batched = x0.ndim == 2
     kind = "euclidean" if metric is None else "metric"
-    cfg = (kind, "lm", True, n_points, batched, False, (), "float64",
+    cfg = (kind, gfm.LM(), True, n_points, batched, False, "float64",
            mode if batched else "single", False)  # fmt: skip
     fn, dynamic = _compiled._get_solver(score, metric, cfg)
-    hyper = np.array([1.0, 1e-8, 0.05, 10.0, 1e-8, 1.0])
+    hyper = np.array([1.0, 1e-8, 1.0])  # lam, tol, support sigma (LM traces no option)
     return str(jax.make_jaxpr(fn)(x0, x1, None, dynamic, hyper, np.asarray(50)))
 
 

@@ -277,3 +277,30 @@ def test_a_solver_that_does_not_apply_is_refused_in_one_line():
     with pytest.raises(TypeError, match="solver 'lm': expected gfm.LM"):
         gfm.solve(x0, x1, solver="lm")
     assert gfm.as_solver("auto", backend="banded").matrix_free is None
+
+
+def test_minimise_path_runs_a_solver_object_like_its_method_name():
+    """``gfm.minimise_path(..., solver=...)``, the front of the baselines' energies, is its
+    ``method=`` spelling; the action descent needs GFM's score and ``lam`` and is refused."""
+    dt = 1.0 / 7
+
+    def local(a, b, c):
+        return (a - 2 * b + c) / dt**2 + circle_score(b)
+
+    path0 = gfm.straight_line(jnp.array([1.0, 0.2]), jnp.array([-0.3, 1.0]), 8)
+    kw = dict(window=3, tol=1e-10, gtol=0.0, max_iters=40)
+    pairs = [
+        (gfm.LM(damping=1e-2), dict(method="lm", lm_options={"damping": 1e-2})),
+        (gfm.GaussNewton(), dict(method="gauss_newton")),
+        (gfm.Adam(lr=1e-2, eps=1e-5), dict(method="adam", lr=1e-2, eps=1e-5)),
+    ]
+    for solver, keywords in pairs:
+        p_obj, res_obj, it_obj, code_obj = gfm.minimise_path(path0, local, solver=solver, **kw)
+        p_kw, res_kw, it_kw, code_kw = gfm.minimise_path(path0, local, **keywords, **kw)
+        np.testing.assert_array_equal(np.asarray(p_obj), np.asarray(p_kw))
+        assert int(it_obj) == int(it_kw) > 0 and int(code_obj) == int(code_kw)
+        assert float(res_obj) == float(res_kw)
+    with pytest.raises(ValueError, match="gfm.Action needs the GFM problem's score and lam"):
+        gfm.minimise_path(path0, local, solver=gfm.Action(), **kw)
+    with pytest.raises(ValueError, match="method 'action': expected one of"):
+        gfm.minimise_path(path0, local, method="action", **kw)

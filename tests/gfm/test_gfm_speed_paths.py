@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from geomopt import gfm
-from geomopt.gfm._banded import _eliminate
+from geomopt.gfm.solvers._banded import _eliminate
 
 
 @pytest.fixture(autouse=True)

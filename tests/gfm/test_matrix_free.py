@@ -12,14 +12,14 @@ import pytest
 from geomopt import gfm
 from geomopt.diffusion import GaussianMixture
 from geomopt.gfm._init import slerp
-from geomopt.gfm._krylov import gmres, pcg
 from geomopt.gfm._matrix_free import (
     NewtonGMRES,
     gfm_residual,
     minimise_path_matrix_free,
     solve_matrix_free,
 )
-from geomopt.gfm._solver import iterate
+from geomopt.gfm.solvers._interface import iterate
+from geomopt.gfm.solvers._krylov import gmres, pcg
 
 TRACES = []
 
@@ -231,7 +231,7 @@ def test_memory_is_linear_in_d():
 
     # The walker does see d x d blocks where they exist: the banded LM forms them.
     def banded(x0, x1):
-        from geomopt.gfm._minimise import minimise_path
+        from geomopt.gfm.solvers._minimise import minimise_path
 
         loc = lambda a, b, c: res(jnp.stack([a, b, c]))[0]  # noqa: E731
         return minimise_path(

@@ -10,10 +10,11 @@ Public API:
   diverged / invalid_start). :func:`solve_matrix_free` is the matrix-free backend itself;
   :func:`minimise_path_matrix_free` its traceable core for any residual such as
   :func:`gfm_residual`.
-- solvers as objects carrying their options, passed as ``solve(..., solver=...)``:
-  :class:`LM`, :class:`Action`, :class:`GaussNewton`, :class:`Adam`, :class:`MatrixFree`,
-  :class:`Auto` (the default); :func:`as_solver` turns the keyword spelling
-  (``method=``, ``backend=``, ``lr=``, ...) into one.
+- :mod:`geomopt.gfm.solvers` — solvers as objects carrying their options, passed as
+  ``solve(..., solver=...)``: :class:`LM`, :class:`Action`, :class:`GaussNewton`,
+  :class:`Adam`, :class:`MatrixFree`, :class:`Auto` (the default); :func:`as_solver` turns the
+  keyword spelling (``method=``, ``backend=``, ``lr=``, ...) into one; :func:`minimise_path`
+  runs a banded solver on any windowed residual.
 - initial paths and continuation: :func:`chord`, :func:`slerp`, :func:`coordinate_linear`,
   :func:`project_with_denoiser`, :func:`sequential_init`, :func:`solve_continuation`.
 - validity without the true manifold: :func:`denoiser_displacement`, :func:`path_validity`,
@@ -39,7 +40,7 @@ import lazy_loader as _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
     submod_attrs={
-        "_banded": [
+        "solvers._banded": [
             "block_pentadiagonal_to_dense",
             "block_tridiagonal_to_dense",
             "solve_block_pentadiagonal",
@@ -86,7 +87,6 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "sphere_to_cartesian",
             "torus_frame",
         ],
-        "_minimise": ["minimise_path"],
         "_potentials": ["score_config"],
         "_residuals": [
             "christoffel_term",
@@ -94,7 +94,16 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "path_residuals",
             "residual_norm",
         ],
-        "_solvers": ["LM", "Action", "GaussNewton", "Adam", "MatrixFree", "Auto", "as_solver"],
+        "solvers": [
+            "LM",
+            "Action",
+            "GaussNewton",
+            "Adam",
+            "MatrixFree",
+            "Auto",
+            "as_solver",
+            "minimise_path",
+        ],
         "_support": ["DEFAULT_SUPPORT_THRESHOLD", "support_points", "support_profile"],
         "_status": [
             "REASONS",

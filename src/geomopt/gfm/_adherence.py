@@ -106,7 +106,7 @@ def components(manifold, x) -> np.ndarray:
 def action_difference(path_a, path_b, score, lam, n_quad: int = 16) -> np.ndarray:
     """``S(a) - S(b)`` per pair for paths ``(B, K, d)`` with the same endpoints, where
     ``S(x) = sum_j |x_{j+1} - x_j|^2 / (2 dt^2) + lam sum_i U(x_i)`` (dt = 1/(K-1)) is the
-    discrete action whose gradient is GFM's Euclidean residual (:mod:`geomopt.gfm._action`).
+    discrete action whose gradient is GFM's Euclidean residual (:mod:`geomopt.gfm.solvers._action`).
 
     ``U`` is known only through its score ``s = -grad U``, so ``U(x_i) - U(x_0)`` is the work
     ``-sum_{j < i} int s . dx`` along the path's own segments (``n_quad``-point Gauss-Legendre

@@ -1,18 +1,20 @@
 """The banded backend of :func:`geomopt.gfm.solve`: one cached ``jax.jit`` executable per static
-configuration that builds the straight-line start, runs the method (``"lm"``, ``"adam"``, or
-``"action"``: the action descent handing over to LM) over every pair, measures the initial
+configuration that builds the straight-line start, runs the solver (a
+:class:`~.solvers.BandedSolver`: its ``minimise``) over every pair, measures the initial
 path's validity (the metric at every waypoint, the score where needed) and the solved path's
 support check (:mod:`._support`: the score at the waypoints and segment midpoints, ``sigma``
 traced), with its outputs fetched in one transfer.
 
 The jitted function is cached per static configuration (the non-array parts of ``score`` /
-``metric``, residual kind, method, shapes); the array leaves of ``score`` / ``metric`` (e.g.
-network weights, ``sigma``) are jit arguments. This replaces ``eqx.filter_jit``, whose per-call
+``metric``, residual kind, the solver with its options, shapes); the array leaves of ``score`` /
+``metric`` (e.g. network weights, ``sigma``) and the solver's ``traced`` fields (Adam's ``lr`` /
+``clip`` / ``eps``) are jit arguments. This replaces ``eqx.filter_jit``, whose per-call
 pytree filtering cost more than a whole Levenberg-Marquardt solve of a small path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import types
 from collections import OrderedDict
@@ -23,21 +25,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._action import ActionDescent
 from ._checks import raise_on_bad_metric, raise_on_bad_score
 from ._init import straight_line
-from ._minimise import minimise_path
 from ._residuals import local_residual
-from ._solver import iterate
 from ._status import CONVERGED_CODES, SolveReport
 from ._support import profile_stats, support_profile
+from .solvers._interface import PathProblem
 
 __all__ = ["solve_banded"]
 
 _BATCH_AXIS = "pairs"  # vmap axis name of a batched solve
 
 
-def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, score_grad, lm_opts,
+def _gfm_core(path0, lam, tol, max_iters, score, metric, kind, solver, score_grad,
               batch="vmap"):  # fmt: skip
     """Batched GFM solve (traceable): ``path0`` is (B, K, d); ``batch`` is ``"vmap"`` or
     ``"map"`` (see :func:`solve`). Also returns per-waypoint validity of the initial path
@@ -47,7 +47,6 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
     unbatched = single or batch == "map"  # each pair in its own loop, conds not vmapped
     dt = 1.0 / (k - 1)
     lam = lam.astype(path0.dtype)
-    lr, clip, eps = adam
     local = partial(
         local_residual,
         dt=dt,
@@ -57,39 +56,13 @@ def _gfm_core(path0, lam, tol, max_iters, adam, score, metric, kind, method, sco
         kind=kind,
         score_grad=score_grad,
     )
+    problem = PathProblem(local, 3, "mean", score, lam, metric if kind == "metric" else None)
 
     def one(p):
-        if method == "action":
-            # Descend the action (half the budget at most), then polish with LM (see _action).
-            s = score if score is not None else jnp.zeros_like
-            budget = jnp.maximum(max_iters // 2, 1)
-            g = metric if kind == "metric" else None
-            descent = ActionDescent(s, lam, tol.astype(p.dtype), budget, metric=g)
-            p, _, it1, _, _ = iterate(descent, p)
-            # The descent hands over near a solution (Newton region): LM starts almost
-            # undamped there (1e-9 max diag(J^T J) instead of 1e-3: 1 polishing iteration
-            # instead of ~7 on the torus pairs), unless lm_options sets the damping.
-            out = polish(p, jnp.maximum(max_iters - it1, 1), defaults={"damping": 1e-9})
-            return (out[0], out[1], out[2] + it1, *out[3:])
-        return polish(p, max_iters, method)
-
-    def polish(p, max_iters, method="lm", defaults=None):
-        return minimise_path(
-            p,
-            local,
-            window=3,
-            method=method,
-            tol=tol.astype(p.dtype),
-            gtol=jnp.zeros((), p.dtype),
-            max_iters=max_iters,
-            lr=lr.astype(p.dtype),
-            clip=clip.astype(p.dtype),
-            eps=eps.astype(p.dtype),
-            reduce="mean",
-            diagnostics=True,
-            lm_options={**(defaults or {}), **dict(lm_opts)},
+        return solver.minimise(
+            p, problem, tol=tol.astype(p.dtype), gtol=jnp.zeros((), p.dtype), max_iters=max_iters,
             batch_axis=None if unbatched else _BATCH_AXIS,
-        )
+        )  # fmt: skip
 
     def valid(p):
         if score is None:
@@ -160,7 +133,7 @@ def _split_callables(score, metric):
 
 def _compile(treedef, static, cfg):
     """The jitted solve for one static configuration ``cfg``."""
-    kind, method, score_grad, n_points, batched, has_init, lm_opts, _dtype, batch, support = cfg
+    kind, key_solver, score_grad, n_points, batched, has_init, _dtype, batch, support = cfg
 
     def run(x0, x1, init, dynamic, hyper, max_iters):
         it = iter(dynamic)
@@ -170,11 +143,12 @@ def _compile(treedef, static, cfg):
         path0 = init if has_init else straight_line(x0, x1, n_points)
         if not batched:
             path0 = path0[None]
-        lam, tol, lr, clip, eps, support_sigma = hyper
+        lam, tol, *traced, support_sigma = hyper
+        fields = dict(zip(key_solver.traced, traced, strict=True))
+        solver = dataclasses.replace(key_solver, **fields)
         (path, res, its, code, (bad_it, bad_wp)), ok_score, metric_measures = _gfm_core(
-            path0, lam, tol, max_iters, (lr, clip, eps), score, metric, kind, method, score_grad,
-            lm_opts, batch,
-        )  # fmt: skip
+            path0, lam, tol, max_iters, score, metric, kind, solver, score_grad, batch
+        )
         converged = jnp.any(code[:, None] == jnp.asarray(CONVERGED_CODES)[None], axis=1)
         if support:  # one batched score evaluation at the 2K - 1 waypoints and midpoints
             peak, where = profile_stats(support_profile(path, score, support_sigma))
@@ -228,22 +202,26 @@ def _get_solver(score, metric, cfg):
     return entry[0], dynamic
 
 
-def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, method, score_grad,
-                 n_points, lm_opts, batch, hyper, max_iters, support_sigma=None):  # fmt: skip
+def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, solver, score_grad,
+                 n_points, batch, lam, tol, max_iters, support_sigma=None):  # fmt: skip
     """Run the cached jitted solve of this configuration (inputs checked by the front:
     ``x0n`` / ``x1n`` / ``init`` are NumPy, ``x0`` / ``x1`` the caller's arrays, passed through
-    untouched when they are device arrays of the right dtype); returns ``(path, report,
-    support)`` with ``support = (max, argmax)`` of the support profile per pair at
-    ``support_sigma`` (``None`` when ``support_sigma`` is ``None``)."""
+    untouched when they are device arrays of the right dtype; ``solver`` a
+    :class:`~.solvers.BandedSolver`); returns ``(path, report, support)`` with
+    ``support = (max, argmax)`` of the support profile per pair at ``support_sigma`` (``None``
+    when ``support_sigma`` is ``None``)."""
     dtype = x0n.dtype
     batched = x0n.ndim == 2
     if score_grad is None:
-        score_grad = method != "adam"
-    cfg = (kind, method, bool(score_grad), n_points, batched, init is not None, lm_opts,
-           _dtype_name(dtype), _batch_mode(batch, method) if batched else "single",
+        score_grad = solver.score_grad
+    # The solver without its traced fields keys the executable; those are passed as arrays.
+    key_solver = dataclasses.replace(solver, **{f: None for f in solver.traced})
+    cfg = (kind, key_solver, bool(score_grad), n_points, batched, init is not None,
+           _dtype_name(dtype), _batch_mode(batch, solver) if batched else "single",
            support_sigma is not None)  # fmt: skip
     fn, dynamic = _get_solver(score, metric, cfg)
-    hyper = (*hyper, 1.0 if support_sigma is None else support_sigma)
+    traced = tuple(getattr(solver, f) for f in solver.traced)
+    hyper = (lam, tol, *traced, 1.0 if support_sigma is None else support_sigma)
     a0 = x0 if isinstance(x0, jax.Array) and x0.dtype == dtype else x0n
     a1 = x1 if isinstance(x1, jax.Array) and x1.dtype == dtype else x1n
     t0 = time.perf_counter()
@@ -265,24 +243,25 @@ def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, method, score_g
         converged=converged,
         code=code,
         wall_time=wall,
-        method=method,
+        method=solver.name,
         bad_iteration=bad_it,
         bad_waypoint=bad_wp,
     )
     return path, report, (None if support_sigma is None else (peak, where))
 
 
-def _batch_mode(batch: str, method: str) -> str:
-    """``batch`` of :func:`solve` with ``"auto"`` resolved: ``"map"`` for the Newton-type
-    methods (lm, action, gauss_newton) on the CPU, ``"vmap"`` for adam (a fixed iteration count,
-    where batching pays) and on accelerators. Under ``"vmap"`` every pass costs the whole batch
-    until its slowest pair stops, and a skip in an LM pass needs every running pair to skip it.
+def _batch_mode(batch: str, solver) -> str:
+    """``batch`` of :func:`solve` with ``"auto"`` resolved: the solver's ``cpu_batch`` on the
+    CPU (``"map"`` for the Newton-type methods lm, action, gauss_newton; ``"vmap"`` for adam, a
+    fixed iteration count, where batching pays), ``"vmap"`` on accelerators. Under ``"vmap"``
+    every pass costs the whole batch until its slowest pair stops, and a skip in an LM pass
+    needs every running pair to skip it.
     Measured on the CPU, 16 torus pairs with a trained denoiser, map vs vmap: LM to convergence
     71 vs 291 ms, LM-flat to a loose tolerance 7.0 vs 10.8 ms, action 37 vs 35 ms; Adam, 375
     iterations, 287 vs 218 ms."""
     if batch != "auto":
         return batch
-    return "map" if method != "adam" and jax.default_backend() == "cpu" else "vmap"
+    return solver.cpu_batch if jax.default_backend() == "cpu" else "vmap"
 
 
 _DTYPE_NAMES: dict = {}

@@ -3,14 +3,14 @@
 Finds the interior waypoints of a path from ``x0`` to ``x1`` where the discretised
 Euler-Lagrange force balance of ``int 1/2 xdot^T G(x) xdot + lam U(x) dt`` holds (see
 :mod:`._residuals`). The front checks the inputs on the host (:mod:`._checks`), turns the
-solver (an object of :mod:`._solvers`, or the keyword spelling ``method`` / ``backend`` /
-``lr`` / ``clip`` / ``eps`` / ``lm_options``) into the one that runs (:func:`._solvers.resolve`)
+solver (an object of :mod:`.solvers`, or the keyword spelling ``method`` / ``backend`` /
+``lr`` / ``clip`` / ``eps`` / ``lm_options``) into the one that runs (:func:`.solvers.resolve`)
 and dispatches once: the banded solvers run in one cached jitted executable for single pairs and
-batches (:mod:`._compiled`), :class:`~._solvers.MatrixFree` in
+batches (:mod:`._compiled`), :class:`~.solvers.MatrixFree` in
 :func:`geomopt.gfm.solve_matrix_free`. ``lam``, ``tol``, ``max_iters``, ``lr`` and ``clip`` are
 passed as arrays, so changing them does not recompile.
 
-The default (:class:`~._solvers.Auto`) is the most robust solver measured: the action descent
+The default (:class:`~.solvers.Auto`) is the most robust solver measured: the action descent
 handing over to LM for the Euclidean and metric residuals (it reaches minima of the action where
 LM also accepts saddles, e.g. paths through the torus's hole; ``benchmarks/results/gfm.md``), LM
 for the hypersphere residual, and the matrix-free backend from ``d >= MATRIX_FREE_MIN_D``.
@@ -37,7 +37,13 @@ from ._checks import (
 from ._compiled import solve_banded
 from ._init import sequential_init, slerp
 from ._matrix_free import solve_matrix_free
-from ._solvers import (
+from ._support import (
+    DEFAULT_SUPPORT_THRESHOLD,
+    check_paths,
+    resolve_support_sigma,
+    support_fields,
+)
+from .solvers import (
     LM,
     MATRIX_FREE_MIN_D,
     Action,
@@ -46,12 +52,6 @@ from ._solvers import (
     MatrixFree,
     as_solver,
     resolve,
-)
-from ._support import (
-    DEFAULT_SUPPORT_THRESHOLD,
-    check_paths,
-    resolve_support_sigma,
-    support_fields,
 )
 
 __all__ = ["solve", "resolve_method", "DEFAULT_MAX_ITERS", "MATRIX_FREE_MIN_D"]
@@ -164,13 +164,13 @@ def _dispatch(solver, adam, x0, x1, x0n, x1n, init, *, score, metric, kind, lam,
         )  # fmt: skip
         fields = check_paths(path, score, sigma, threshold, note)
     else:
-        hyper = (lam, tol, positive("lr", adam.lr), positive("clip", adam.clip, allow_inf=True),
-                 positive("eps", adam.eps))  # fmt: skip
-        lm_opts = solver.lm_options() if isinstance(solver, LM) else ()
+        # Adam's options are checked even when another solver runs (the keyword spelling)
+        positive("lr", adam.lr), positive("clip", adam.clip, allow_inf=True)
+        positive("eps", adam.eps)
         path, report, peaks = solve_banded(
-            x0, x1, x0n, x1n, init, score=score, metric=metric, kind=kind, method=solver.name,
-            score_grad=score_grad, n_points=n_points, lm_opts=lm_opts, batch=batch,
-            hyper=hyper, max_iters=max_iters, support_sigma=sigma,
+            x0, x1, x0n, x1n, init, score=score, metric=metric, kind=kind, solver=solver,
+            score_grad=score_grad, n_points=n_points, batch=batch, lam=lam, tol=tol,
+            max_iters=max_iters, support_sigma=sigma,
         )  # fmt: skip
         fields = support_fields(*(peaks or (None, None)), sigma, threshold, note)
     return path, report, fields

@@ -1,7 +1,7 @@
 """Matrix-free GFM solvers at latent scale (thousands of dimensions): inexact Newton-GMRES, then
 Levenberg-Marquardt with PCG where Newton's line search fails.
 
-The solver phases (the algorithm, memory and preconditioner): :mod:`._matrix_free_solvers`.
+The solver phases (the algorithm, memory and preconditioner): :mod:`.solvers._newton_krylov`.
 This module holds the traceable core :func:`minimise_path_matrix_free`, the GFM residual and
 the host-side front :func:`solve_matrix_free` (input checks, compilation, report).
 
@@ -26,16 +26,16 @@ import numpy as np
 
 from ._checks import default_tol, raise_on_bad_ends
 from ._init import check_great_circle, slerp, straight_line
-from ._matrix_free_solvers import (
+from ._residuals import local_residual
+from ._status import CONVERGED_CODES, REASONS, MatrixFreeReport
+from .solvers._interface import iterate, run
+from .solvers._newton_krylov import (
     METHODS,
     PRECONDITIONERS,
     NewtonGMRES,
     PCGLevenbergMarquardt,
     second_difference,
 )
-from ._residuals import local_residual
-from ._solver import iterate, run
-from ._status import CONVERGED_CODES, REASONS, MatrixFreeReport
 
 __all__ = [
     "NewtonGMRES",

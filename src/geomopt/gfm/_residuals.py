@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._banded import small_cholesky, small_tri_solve
+from .solvers._banded import small_cholesky, small_tri_solve
 
 __all__ = ["local_residual", "path_residuals", "residual_norm", "christoffel_term", "ResidualKind"]
 

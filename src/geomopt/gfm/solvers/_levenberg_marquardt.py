@@ -31,26 +31,31 @@ solve here costs ``O(K d^3)`` per step and is exact.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from .._status import RUNNING
 from ._banded import solve_block_pentadiagonal
-from ._solver import (
+from ._interface import (
     AbstractPathSolver,
+    BandedSolver,
+    PathProblem,
     cost_of,
     eval_rows,
     first_bad,
+    iterate,
     normal_equations,
     rms_of,
     row_dim,
     stop_code,
     windows,
 )
-from ._status import RUNNING
 
-__all__ = ["LevenbergMarquardt"]
+__all__ = ["LM", "LevenbergMarquardt"]
 
 
 def _linearised_rows(path, local, window):
@@ -336,3 +341,29 @@ class LevenbergMarquardt(AbstractPathSolver):
     def postprocess(self, state):
         path, w, _, _, _, _, it, _, _, bad, code, _ = state
         return path, rms_of(w), it, code, bad
+
+
+@dataclasses.dataclass(frozen=True)
+class LM(BandedSolver):
+    """Levenberg-Marquardt on the banded Jacobian (this module, ``gfm.LM``): ``geodesic``
+    acceleration, the largest accepted ``2|a|/|v|`` (``accel_ratio``), the "too slow" stop
+    (``slow_factor``, code 7) and the initial ``damping`` relative to ``max diag(J^T J)``."""
+
+    geodesic: bool = True
+    accel_ratio: float = 0.75
+    slow_factor: float = _SLOW_FACTOR
+    damping: float = 1e-3
+    name: ClassVar[str] = "lm"
+    max_iters: ClassVar[int] = 200
+
+    def lm_options(self) -> tuple:
+        """The options as sorted ``(name, value)`` items."""
+        return tuple(sorted(dataclasses.asdict(self).items()))
+
+    def minimise(self, path0, problem: PathProblem, *, tol, gtol, max_iters, branches=True,
+                 batch_axis=None):  # fmt: skip
+        solver = LevenbergMarquardt(
+            problem.local, problem.window, tol, gtol, max_iters, **dict(self.lm_options()),
+            branches=branches, batch_axis=batch_axis,
+        )  # fmt: skip
+        return iterate(solver, path0)

@@ -1,7 +1,8 @@
-"""The front of the banded path solvers: :func:`minimise_path` picks a method by name
-(``"lm"``: :mod:`._lm`, ``"gauss_newton"``: :mod:`._gauss_newton`, ``"adam"``: :mod:`._adam`) and
-runs it with :func:`._solver.iterate`. GFM's :func:`geomopt.gfm.solve` and the baselines' path
-energies call it."""
+"""The traceable front of the banded path solvers on any windowed residual:
+:func:`minimise_path` runs a :class:`~._interface.BandedSolver` (given as ``solver``, or by its
+name ``method`` with Adam's ``lr`` / ``clip`` / ``eps`` and LM's ``lm_options``) on
+``sum_rows |local(window)|^2``. The baselines' path energies call it; :func:`geomopt.gfm.solve`
+calls the solver's ``minimise`` directly (:mod:`geomopt.gfm._compiled`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Literal
 
 from ._adam import Adam
 from ._gauss_newton import GaussNewton
-from ._lm import LevenbergMarquardt
-from ._solver import iterate
+from ._interface import BandedSolver, PathProblem
+from ._levenberg_marquardt import LM
 
 __all__ = ["METHODS", "Method", "minimise_path"]
 
@@ -24,7 +25,7 @@ def minimise_path(
     local: Callable,
     *,
     window: int,
-    method: str,
+    method: str = "lm",
     tol,
     gtol,
     max_iters,
@@ -36,6 +37,7 @@ def minimise_path(
     lm_options: dict | None = None,
     branches: bool = True,
     batch_axis: str | None = None,
+    solver: BandedSolver | None = None,
 ):
     """Minimise ``sum_rows |local(window of waypoints)|^2`` over the interior of ``path0``.
 
@@ -53,15 +55,16 @@ def minimise_path(
     with ``axis_name=batch_axis``, where a part is skipped when no active pair of the batch
     needs it. ``branches=False`` (for a batch vmapped without an axis name, where every cond
     runs both branches) computes every part of a pass in one fused evaluation instead.
+    ``solver`` (e.g. ``gfm.LM(geodesic=False)``) replaces ``method`` and its options.
     """
-    if method == "lm":
-        opts = dict(lm_options or {}, branches=branches, batch_axis=batch_axis)
-        solver = LevenbergMarquardt(local, window, tol, gtol, max_iters, **opts)
-    elif method == "gauss_newton":
-        solver = GaussNewton(local, window, tol, gtol, max_iters)
-    elif method == "adam":
-        solver = Adam(local, window, tol, gtol, max_iters, lr, clip, eps, reduce)
-    else:
-        raise ValueError(f"method {method!r}: expected one of {METHODS}")
-    out = iterate(solver, path0)
+    if solver is None:
+        if method not in METHODS:
+            raise ValueError(f"method {method!r}: expected one of {METHODS}")
+        named = {"lm": lambda: LM(**(lm_options or {})), "gauss_newton": GaussNewton,
+                 "adam": lambda: Adam(lr=lr, clip=clip, eps=eps)}  # fmt: skip
+        solver = named[method]()
+    out = solver.minimise(
+        path0, PathProblem(local, window, reduce), tol=tol, gtol=gtol, max_iters=max_iters,
+        branches=branches, batch_axis=batch_axis,
+    )  # fmt: skip
     return out if diagnostics else out[:4]

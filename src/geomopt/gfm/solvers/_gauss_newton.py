@@ -10,30 +10,35 @@ action descent converge (runs A and C; see ``experiments/gfm/README_solver.md``)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from .._status import RUNNING
 from ._banded import solve_block_pentadiagonal, solve_block_tridiagonal
-from ._solver import (
+from ._interface import (
     AbstractPathSolver,
+    BandedSolver,
+    PathProblem,
     cost_of,
     eval_rows,
     first_bad,
+    iterate,
     normal_equations,
     rms_of,
     row_dim,
     stop_code,
 )
-from ._status import RUNNING
 
-__all__ = ["GaussNewton"]
+__all__ = ["GaussNewton", "GaussNewtonLoop"]
 
 _ALPHA_MIN = 2.0**-20
 
 
-class GaussNewton(AbstractPathSolver):
+class GaussNewtonLoop(AbstractPathSolver):
     """Gauss-Newton with backtracking (step halving, Armijo); the first pass only evaluates."""
 
     local: Callable
@@ -94,3 +99,16 @@ class GaussNewton(AbstractPathSolver):
     def postprocess(self, state):
         path, w, _, _, _, it, bad, code, _ = state
         return path, rms_of(w), it, code, bad
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussNewton(BandedSolver):
+    """Newton on the square system (block-tridiagonal Jacobian) with a line search
+    (:class:`GaussNewtonLoop`, ``gfm.GaussNewton``)."""
+
+    name: ClassVar[str] = "gauss_newton"
+    max_iters: ClassVar[int] = 100
+
+    def minimise(self, path0, problem: PathProblem, *, tol, gtol, max_iters, branches=True,
+                 batch_axis=None):  # fmt: skip
+        return iterate(GaussNewtonLoop(problem.local, problem.window, tol, gtol, max_iters), path0)

@@ -1,12 +1,13 @@
 """The matrix-free solver phases of :func:`geomopt.gfm.solve_matrix_free`
-(:mod:`._matrix_free`): inexact Newton-GMRES, then Levenberg-Marquardt with PCG where Newton's
-line search fails, and their stencil preconditioner.
+(:mod:`geomopt.gfm._matrix_free`), and :class:`MatrixFree`, their options: inexact
+Newton-GMRES, then Levenberg-Marquardt with PCG where Newton's line search fails, and their
+stencil preconditioner.
 
-The banded solvers (:mod:`._lm`) form dense ``d x d`` Jacobian blocks: ``O(K d^2)`` memory
-and ``O(K d^3)`` work per iteration, gigabytes at ``d = 4096``. Here the Jacobian is never
-formed. Each iteration linearises the stacked residual ``R(x_1..x_{K-2}) in R^{(K-2) x d}``
-once (``jax.linearize``: the JVP, and its transpose, the VJP) and solves a linear system with
-Krylov steps on those products only.
+The banded solvers (:mod:`._levenberg_marquardt`) form dense ``d x d`` Jacobian blocks:
+``O(K d^2)`` memory and ``O(K d^3)`` work per iteration, gigabytes at ``d = 4096``. Here the
+Jacobian is never formed. Each iteration linearises the stacked residual
+``R(x_1..x_{K-2}) in R^{(K-2) x d}`` once (``jax.linearize``: the JVP, and its transpose, the
+VJP) and solves a linear system with Krylov steps on those products only.
 
 **Newton-GMRES (``method="newton"``, the default).** ``R`` has as many rows as unknowns, so the
 Newton step solves ``J delta = -R`` directly: GMRES, right-preconditioned, one JVP per step
@@ -50,17 +51,20 @@ solves resolve badly; the waypoints' norms then change only at second order,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from .._status import RUNNING
+from ._interface import AbstractPathSolver
 from ._krylov import gmres, pcg
-from ._solver import AbstractPathSolver
-from ._status import RUNNING
 
 __all__ = [
     "METHODS",
+    "MatrixFree",
     "PRECONDITIONERS",
     "NewtonGMRES",
     "PCGLevenbergMarquardt",
@@ -69,6 +73,22 @@ __all__ = [
 
 PRECONDITIONERS = ("fd_trace", "fd", "none")
 METHODS = ("newton", "lm")
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixFree:
+    """The matrix-free backend (:func:`geomopt.gfm.solve_matrix_free`, ``gfm.MatrixFree``;
+    memory O(K d); Euclidean / hypersphere residual): ``method="newton"`` (inexact
+    Newton-GMRES, LM-PCG from where its line search fails) or ``"lm"`` (LM-PCG only), the
+    preconditioner ``precond`` (``"fd_trace"``, ``"fd"``, ``"none"``), and the Krylov caps per
+    iteration."""
+
+    method: str = "newton"
+    precond: str = "fd_trace"
+    cg_max_iters: int = 50
+    gmres_max_iters: int = 20
+    name: ClassVar[str] = "matrix_free"
+    max_iters: ClassVar[int] = 200
 
 
 def second_difference(n_inner: int, dt, dtype=jnp.float32):

@@ -7,22 +7,29 @@ builds the loop state from the initial path, :meth:`~AbstractPathSolver.step` is
 :meth:`~AbstractPathSolver.terminate` is true once the state holds a reason code
 (:data:`geomopt.gfm.REASONS`), and :meth:`~AbstractPathSolver.postprocess` returns
 ``(path, rms_residual, iterations, code, (bad_iteration, bad_waypoint))``. :func:`iterate` runs
-it. The solvers (``_lm``, ``_adam``, ``_action``, ``_matrix_free``) know nothing of each other;
-the fronts (:func:`geomopt.gfm.minimise_path`, :func:`geomopt.gfm.solve`) pick one by name.
+it. The solvers (``_levenberg_marquardt``, ``_gauss_newton``, ``_adam``, ``_action``,
+``_newton_krylov``) know nothing of each other.
+
+What users pass is a :class:`BandedSolver` (``gfm.LM``, ``gfm.Action``, ``gfm.GaussNewton``,
+``gfm.Adam``): a frozen dataclass of options whose :meth:`~BandedSolver.minimise` builds its loop
+for a :class:`PathProblem` and runs it, so the fronts (:func:`geomopt.gfm.solve`,
+:func:`geomopt.gfm.minimise_path`) call one method and never branch on a method's name.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._status import RUNNING
+from .._status import RUNNING
 
-__all__ = ["AbstractPathSolver", "iterate", "run"]
+__all__ = ["AbstractPathSolver", "BandedSolver", "PathProblem", "iterate", "run"]
 
 
 class AbstractPathSolver(eqx.Module):
@@ -58,6 +65,43 @@ def run(solver: AbstractPathSolver, path0):
 def iterate(solver: AbstractPathSolver, path0) -> tuple:
     """Run ``solver`` from ``path0``; returns its ``postprocess`` of the final state."""
     return solver.postprocess(run(solver, path0))
+
+
+class PathProblem(NamedTuple):
+    """What a banded solver minimises: ``sum_rows |local(window consecutive waypoints)|^2``
+    over the interior of a path (``reduce``: Adam's loss scale, ``"mean"`` as in the official
+    GFM loss, ``"sum"`` for path energies). ``score`` / ``lam`` / ``metric``: the potential and
+    prior metric (``None``: Euclidean) of a GFM problem, which the action descent needs."""
+
+    local: Callable
+    window: int
+    reduce: str = "mean"
+    score: Callable | None = None
+    lam: Any = None
+    metric: Callable | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BandedSolver(abc.ABC):
+    """A banded path solver's options (a frozen, hashable dataclass: the static part of a
+    jitted solve); :meth:`minimise` runs it. Class attributes: ``name`` (the report's
+    ``method``), the default ``max_iters``, ``traced`` (fields the jitted front passes as arrays,
+    so changing them does not recompile), ``score_grad`` (differentiate through the score by
+    default) and ``cpu_batch`` (the measured batch mode on the CPU, see
+    :func:`geomopt.gfm.solve`)."""
+
+    name: ClassVar[str]
+    max_iters: ClassVar[int]
+    traced: ClassVar[tuple[str, ...]] = ()
+    score_grad: ClassVar[bool] = True
+    cpu_batch: ClassVar[str] = "map"
+
+    @abc.abstractmethod
+    def minimise(self, path0, problem: PathProblem, *, tol, gtol, max_iters, branches=True,
+                 batch_axis=None) -> tuple:  # fmt: skip
+        """Solve ``problem`` from ``path0`` (traceable; ``tol`` / ``gtol`` / ``max_iters`` may
+        be traced); returns ``(path, rms_residual, iterations, code, (bad_iteration,
+        bad_waypoint))``. ``branches`` / ``batch_axis``: see :func:`geomopt.gfm.minimise_path`."""
 
 
 def windows(path, window):
