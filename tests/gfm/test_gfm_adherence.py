@@ -9,7 +9,7 @@ import pytest
 
 from geomopt import gfm
 from geomopt.gfm import _adherence as ad
-from geomopt.gfm._protocol import sample_pairs
+from geomopt.gfm._exp_protocol import sample_pairs
 from geomopt.manifolds import get_manifold
 
 

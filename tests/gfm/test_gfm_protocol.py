@@ -9,8 +9,8 @@ import pytest
 from geomopt.diffusion import SmoothedCircle
 from geomopt.diffusion._sample import pf_ode_denoise
 from geomopt.gfm import baselines as bl
+from geomopt.gfm._exp_protocol import evaluate, initial_paths, status_of_codes, summarise
 from geomopt.gfm._potentials import TubePotential
-from geomopt.gfm._protocol import evaluate, initial_paths, status_of_codes, summarise
 from geomopt.gfm.exp_torus_metrics import angle_linear_init, route_of
 from geomopt.manifolds import get_manifold
 
@@ -189,7 +189,7 @@ def test_torus_routes_are_named_by_the_middle_poloidal_angle():
 
 
 def test_failure_reasons_name_why_each_pair_failed():
-    from geomopt.gfm._protocol import failure_reasons
+    from geomopt.gfm._exp_protocol import failure_reasons
 
     torus = get_manifold("torus")
     on = angle_linear_init(12, np.pi / 2, 0.0, np.pi / 2, np.pi)  # the top circle: on the surface

@@ -10,7 +10,7 @@ import pytest
 from geomopt import gfm
 from geomopt.diffusion import SmoothedCircle, SmoothedManifold
 from geomopt.gfm import baselines as bl
-from geomopt.gfm._protocol import sample_pairs
+from geomopt.gfm._exp_protocol import sample_pairs
 from geomopt.manifolds import get_manifold
 
 SIGMA = 0.05  # node spacing of the n=48 quadrature is ~2 sigma: ripple along the roll ~2 %

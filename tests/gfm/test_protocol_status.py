@@ -4,8 +4,8 @@ official code has no convergence test), not ``stalled``; LM at its cap is ``stal
 import jax
 import numpy as np
 
+from geomopt.gfm._exp_protocol import evaluate, sample_pairs, solve_method, summarise
 from geomopt.gfm._potentials import TubePotential
-from geomopt.gfm._protocol import evaluate, sample_pairs, solve_method, summarise
 from geomopt.manifolds import get_manifold
 
 

@@ -23,7 +23,7 @@ def _solve_gfm(cfg, x0, x1, model, sigma, init, n_points=None):
     import numpy as np
 
     from geomopt import gfm
-    from geomopt.gfm._protocol import initial_paths
+    from geomopt.gfm._exp_protocol import initial_paths
 
     k = cfg.n_points if n_points is None else n_points
     path0 = initial_paths(init, x0, x1, k, model=model) if isinstance(init, str) else init
@@ -110,7 +110,7 @@ def _variant_outcome(cfg, method, manifold, x0, x1, model, sigma, base):
 
 def _baseline_outcome(cfg, method, manifold, x0, x1, model, sigma):
     """The per-pair outcome of one score-based baseline and its seconds."""
-    from geomopt.gfm._protocol import evaluate, solve_method
+    from geomopt.gfm._exp_protocol import evaluate, solve_method
 
     res = solve_method(method, x0, x1, model=model, sigma=sigma,
                        lam=cfg.lam, n_points=cfg.n_points)  # fmt: skip

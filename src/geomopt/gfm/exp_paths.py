@@ -3,7 +3,7 @@ official protocol and a trained EDM denoiser's score.
 
     uv run experiments/gfm/paths.py [smoke|quick|paper] [--field value ...]
 
-Protocol (see ``geomopt.gfm._protocol`` and ``geomopt.gfm.baselines.OFFICIAL``): endpoints drawn
+Protocol (see ``geomopt.gfm._exp_protocol`` and ``geomopt.gfm.baselines.OFFICIAL``): endpoints drawn
 from the clean manifold; the score is a trained denoiser's at ``sigma``
 (``potential="analytic"`` swaps in the tube potential, an ablation only); GFM is solved by
 ``gfm.solve``'s default solver (``gfm_solver``) from each initialisation in ``gfm_inits`` (the
@@ -147,8 +147,8 @@ def run(cfg: PathsConfig, run: Run) -> dict[str, float]:
     import jax
     import numpy as np
 
+    from geomopt.gfm._exp_protocol import evaluate, sample_pairs, solve_method, summarise
     from geomopt.gfm._potentials import potential_for
-    from geomopt.gfm._protocol import evaluate, sample_pairs, solve_method, summarise
     from geomopt.manifolds import get_manifold
 
     keys = method_keys(cfg)
@@ -255,7 +255,7 @@ def plot(run_dir: Path, out: Path) -> list[Path]:
 
     from geomopt import plotting
     from geomopt.experiment import read_run
-    from geomopt.gfm._protocol import label_of
+    from geomopt.gfm._exp_protocol import label_of
 
     record = read_run(run_dir)
     cfg = record.config_values

@@ -155,7 +155,7 @@ def run(cfg: ScoreDiagnosticsConfig, run: Run) -> dict[str, float]:
     import numpy as np
 
     from geomopt import gfm
-    from geomopt.gfm._protocol import sample_pairs
+    from geomopt.gfm._exp_protocol import sample_pairs
     from geomopt.manifolds import get_manifold
     from geomopt.stats import put_mean_ci
 

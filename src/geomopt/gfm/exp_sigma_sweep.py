@@ -123,7 +123,7 @@ def run(cfg: SigmaSweepConfig, run: Run) -> dict[str, float]:
     import jax
 
     from geomopt.gfm._adherence import components, exact_potential
-    from geomopt.gfm._protocol import sample_pairs
+    from geomopt.gfm._exp_protocol import sample_pairs
     from geomopt.manifolds import get_manifold
 
     headline: dict[str, float] = {}

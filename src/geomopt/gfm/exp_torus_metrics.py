@@ -137,8 +137,8 @@ def run(cfg: TorusMetricsConfig, run: Run) -> dict[str, float]:
     import numpy as np
 
     from geomopt import gfm
+    from geomopt.gfm._exp_protocol import status_of_codes
     from geomopt.gfm._potentials import potential_for
-    from geomopt.gfm._protocol import status_of_codes
     from geomopt.manifolds import get_manifold
 
     model, info = potential_for(run, "torus", cfg.potential, cfg.denoiser)

@@ -18,9 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._checks import positive
+from .._checks import positive
+from .._matrix_free import gfm_residual
 from ._energies import METRIC_EPS, STEIN_LAMBDA, LANDEnergy, RBFEnergy
-from ._matrix_free import gfm_residual
 
 OFFICIAL: dict[str, dict] = {
     "rbf": dict(init="linear", lr=0.01, iters=2000, cosine=None),

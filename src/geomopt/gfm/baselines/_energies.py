@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import check_endpoints, positive
-from ._init import check_great_circle, straight_line
-from ._status import SolveReport
-from ._support import DEFAULT_SUPPORT_THRESHOLD, check_paths, resolve_support_sigma
-from .solvers._minimise import METHODS, minimise_path
+from .._checks import check_endpoints, positive
+from .._init import check_great_circle, straight_line
+from .._status import SolveReport
+from .._support import DEFAULT_SUPPORT_THRESHOLD, check_paths, resolve_support_sigma
+from ..solvers._minimise import METHODS, minimise_path
 
 METRIC_EPS = 1e-3
 STEIN_LAMBDA = 1000.0

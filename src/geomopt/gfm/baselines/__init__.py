@@ -42,7 +42,7 @@ from ._energies import (
     path_energy,
     spherical,
 )
-from ._official_baselines import (
+from ._official import (
     OFFICIAL,
     OfficialEnergy,
     adam_path,
