@@ -304,3 +304,36 @@ def test_minimise_path_runs_a_solver_object_like_its_method_name():
         gfm.minimise_path(path0, local, solver=gfm.Action(), **kw)
     with pytest.raises(ValueError, match="method 'action': expected one of"):
         gfm.minimise_path(path0, local, method="action", **kw)
+
+
+def test_a_banded_solver_of_ones_own_runs_through_the_front():
+    """The solver interface is open: a user's :class:`gfm.solvers.BandedSolver` (here a
+    composite, two Gauss-Newton passes and then LM from where they stopped) runs in
+    ``gfm.solve`` like the shipped ones, batched too, under its own name and ``max_iters``."""
+    import dataclasses
+    from typing import ClassVar
+
+    from geomopt.gfm.solvers import BandedSolver
+
+    @dataclasses.dataclass(frozen=True)
+    class TwoStage(BandedSolver):
+        name: ClassVar[str] = "two_stage"
+        max_iters: ClassVar[int] = 30
+
+        def minimise(self, path0, problem, *, tol, gtol, max_iters, branches=True,
+                     batch_axis=None):  # fmt: skip
+            kw = dict(tol=tol, gtol=gtol, branches=branches, batch_axis=batch_axis)
+            p, _, it1, _, _ = gfm.GaussNewton().minimise(path0, problem, max_iters=2, **kw)
+            out = gfm.LM().minimise(p, problem, max_iters=max_iters - it1, **kw)
+            return (out[0], out[1], out[2] + it1, *out[3:])
+
+    x0, x1 = np.array([1.0, 0.2]), np.array([-0.3, 1.0])
+    kw = dict(score=circle_score, n_points=8, tol=1e-9)
+    path, rep = gfm.solve(x0, x1, solver=TwoStage(), **kw)
+    ref, ref_rep = gfm.solve(x0, x1, solver=gfm.LM(), **kw)
+    assert rep.method == "two_stage" and rep.converged and ref_rep.converged
+    assert 2 <= int(rep.iterations) <= TwoStage.max_iters
+    np.testing.assert_allclose(np.asarray(path), np.asarray(ref), atol=1e-6)
+    paths, reps = gfm.solve(np.stack([x0, x1]), np.stack([x1, x0]), solver=TwoStage(), **kw)
+    assert reps.converged.all()
+    np.testing.assert_allclose(np.asarray(paths[0]), np.asarray(path), atol=1e-9)

@@ -22,6 +22,7 @@ from .._checks import check_lm_options
 from ._action import Action
 from ._adam import Adam
 from ._gauss_newton import GaussNewton
+from ._interface import BandedSolver
 from ._levenberg_marquardt import LM
 from ._newton_krylov import MatrixFree
 
@@ -44,7 +45,7 @@ BACKENDS = ("auto", "banded", "matrix_free")
 _FREE_KINDS = ("euclidean", "hypersphere")
 
 
-Banded = LM | Action | GaussNewton | Adam
+Banded = BandedSolver  # LM, Action, GaussNewton, Adam, or a user's own
 Solver = Banded | MatrixFree
 
 
@@ -94,10 +95,10 @@ def as_solver(method: str = "auto", *, backend: str = "auto", lr=0.05, clip=10.0
 def resolve(solver, kind: str, d: int) -> Solver:
     """The solver that runs for ``solver`` on a residual of ``kind`` in ``d`` dimensions
     (an :class:`Auto` resolved), refusing a pairing that does not apply in one line."""
-    if not isinstance(solver, (LM, GaussNewton, Adam, MatrixFree, Auto)):
+    if not isinstance(solver, (BandedSolver, MatrixFree, Auto)):
         raise TypeError(
             f"solver {solver!r}: expected gfm.LM, gfm.Action, gfm.GaussNewton, gfm.Adam, "
-            "gfm.MatrixFree or gfm.Auto"
+            "gfm.MatrixFree, gfm.Auto or a gfm.solvers.BandedSolver of your own"
         )
     if isinstance(solver, Auto):
         free = solver.matrix_free
