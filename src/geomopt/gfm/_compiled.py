@@ -215,7 +215,7 @@ def solve_banded(x0, x1, x0n, x1n, init, *, score, metric, kind, solver, score_g
     if score_grad is None:
         score_grad = solver.score_grad
     # The solver without its traced fields keys the executable; those are passed as arrays.
-    key_solver = _key_solver(solver) if solver.traced else solver
+    key_solver = _key_of(solver) if solver.traced else solver
     cfg = (kind, key_solver, bool(score_grad), n_points, batched, init is not None,
            _dtype_name(dtype), _batch_mode(batch, solver) if batched else "single",
            support_sigma is not None)  # fmt: skip
@@ -255,6 +255,14 @@ def _key_solver(solver):
     """``solver`` with its traced fields set to ``None`` (cached: ``dataclasses.replace`` costs
     a tenth of a small Adam solve)."""
     return dataclasses.replace(solver, **{f: None for f in solver.traced})
+
+
+def _key_of(solver):
+    """:func:`_key_solver`, uncached where a traced field is unhashable (an array)."""
+    try:
+        return _key_solver(solver)
+    except TypeError:
+        return _key_solver.__wrapped__(solver)
 
 
 def _batch_mode(batch: str, solver) -> str:
